@@ -1,0 +1,80 @@
+"""The public face of thunderlab: jit, records and traces of compilations."""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from thunderlab.core.trace import Trace
+from thunderlab.frontend.dynamo import Backend
+from thunderlab.inspect.record import CompileRecord
+from thunderlab.passes import DEFAULT_PIPELINE
+from thunderlab.runtime.compiled import Options, all_records
+from thunderlab.runtime.compiled import rerun as _rerun
+
+
+class JitFunction:
+    """A function or module compiled by thunderlab; call it like the original."""
+
+    def __init__(self, fn, options: Options):
+        self.fn = fn
+        self.options = options
+        name = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn")
+        self.backend = Backend(options, name=name)
+        self._compiled = torch.compile(fn, backend=self.backend)
+        if not isinstance(fn, torch.nn.Module):
+            functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled(*args, **kwargs)
+
+    @property
+    def records(self) -> list[CompileRecord]:
+        return sorted((r for g in self.backend.graphs for r in g.records), key=lambda r: r.created)
+
+    @property
+    def cache_info(self) -> dict[str, int]:
+        return {"hits": sum(g.hits for g in self.backend.graphs), "misses": sum(g.misses for g in self.backend.graphs),
+                "graphs": len(self.backend.graphs)}
+
+    def __repr__(self) -> str:
+        return f"<thunderlab.jit {self.backend.name} pipeline={self.options.pipeline!r}>"
+
+
+def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False) -> JitFunction:
+    """Compile ``fn`` (a function or nn.Module) with thunderlab; results equal ``fn``'s.
+
+    ``pipeline`` is the pass pipeline as text, e.g. ``"dce,cse,claim{executors=torch},del"``;
+    ``verify=True`` checks every step against eager PyTorch on the first inputs.
+    """
+    return JitFunction(fn, Options(pipeline=pipeline, verify=verify))
+
+
+def last_record(jfn: JitFunction) -> CompileRecord:
+    """The newest compile record of a jitted function."""
+    recs = _records_of(jfn)
+    if not recs:
+        raise ValueError(f"{jfn!r} has not been compiled yet: call it once first")
+    return recs[-1]
+
+
+def last_traces(jfn: JitFunction, trace: str = "forward") -> list[Trace]:
+    """One trace per step of the last compilation (step 0 is the captured trace)."""
+    return [s.program.traces[trace] for s in last_record(jfn).steps if s.program is not None]
+
+
+def records() -> list[CompileRecord]:
+    """Every compile record made in this process, newest last."""
+    return list(all_records())
+
+
+def rerun(record: CompileRecord, pipeline: str | None = None) -> CompileRecord:
+    """Run ``pipeline`` (default: the record's own) again on the record's captured program."""
+    return _rerun(record, pipeline)
+
+
+def _records_of(jfn) -> list[CompileRecord]:
+    if isinstance(jfn, JitFunction):
+        return jfn.records
+    raise TypeError(f"expected a function made by thunderlab.jit, got {type(jfn).__name__}; "
+                    f"for torch.compile(backend='thunderlab') use thunderlab.records()")

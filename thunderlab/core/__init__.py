@@ -1,0 +1,1 @@
+"""The IR: proxies, symbols, bound symbols, traces, programs, printing and checking."""

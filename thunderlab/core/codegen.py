@@ -1,0 +1,170 @@
+"""Printing a trace as a deterministic, runnable Python function, and compiling it."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import torch
+
+from .proxies import TensorProxy
+from .symbols import BoundSymbol, tree_flatten
+from .trace import ScalarInput, Trace
+
+HEADER_IMPORTS = "import torch\nfrom thunderlab.ops import prims, ltorch\n"
+_COMMENT_COLUMN = 64
+
+
+class Printer:
+    """Turns values into source text; objects with no literal become named constants."""
+
+    def __init__(self):
+        self.constants: dict[str, object] = {}
+        self._by_id: dict[int, str] = {}
+
+    def value(self, v) -> str:
+        if isinstance(v, (TensorProxy, ScalarInput)):
+            return v.name
+        if v is None or isinstance(v, (bool, int, str)):
+            return repr(v)
+        if isinstance(v, float):
+            if math.isinf(v):
+                return "float('inf')" if v > 0 else "-float('inf')"
+            if math.isnan(v):
+                return "float('nan')"
+            return repr(v)
+        if isinstance(v, complex):
+            return repr(v)
+        if v is Ellipsis:
+            return "..."
+        if isinstance(v, torch.dtype):
+            return str(v)
+        if isinstance(v, torch.device):
+            return f"torch.device({str(v)!r})"
+        if isinstance(v, (torch.memory_format, torch.layout)):
+            return str(v)
+        if isinstance(v, slice):
+            return f"slice({self.value(v.start)}, {self.value(v.stop)}, {self.value(v.step)})"
+        if isinstance(v, tuple):  # torch.Size included
+            inner = ", ".join(self.value(e) for e in v)
+            return f"({inner},)" if len(v) == 1 else f"({inner})"
+        if isinstance(v, list):
+            return "[" + ", ".join(self.value(e) for e in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k!r}: {self.value(e)}" for k, e in v.items()) + "}"
+        return self.constant(v)
+
+    def constant(self, v) -> str:
+        name = self._by_id.get(id(v))
+        if name is None:
+            name = f"_c{len(self.constants)}"
+            self._by_id[id(v)] = name
+            self.constants[name] = v
+        return name
+
+    def call(self, bsym: BoundSymbol) -> str:
+        parts = [self.value(a) for a in bsym.args]
+        parts += [f"{k}={self.value(v)}" for k, v in bsym.kwargs.items()]
+        return f"{bsym.sym.qualname}({', '.join(parts)})"
+
+    def targets(self, out) -> str:
+        if isinstance(out, TensorProxy):
+            return out.name
+        leaves = tree_flatten(out)
+        if not leaves or all(not isinstance(v, TensorProxy) for v in leaves):
+            return "_"
+        if isinstance(out, (tuple, list)) and all(isinstance(e, TensorProxy) for e in out):
+            return ", ".join(e.name for e in out) + ("," if len(out) == 1 else "")
+        return self.pattern(out)
+
+    def pattern(self, out) -> str:
+        if isinstance(out, TensorProxy):
+            return out.name
+        if isinstance(out, (tuple, list)):
+            inner = ", ".join(self.pattern(e) for e in out)
+            return f"({inner},)" if len(out) == 1 else f"({inner})"
+        return "_"
+
+
+def _comment(bsym: BoundSymbol) -> str:
+    outs = bsym.outputs
+    text = ", ".join(p.type_string() for p in outs[:4])
+    if len(outs) > 4:
+        text += f", ... ({len(outs)} outputs)"
+    if bsym.executor:
+        text = f"{text}  [{bsym.executor}]" if text else f"[{bsym.executor}]"
+    return text
+
+
+def statement(printer: Printer, bsym: BoundSymbol) -> str:
+    if bsym.sym.printer is not None:
+        return bsym.sym.printer(printer, bsym)
+    call = printer.call(bsym)
+    if not bsym.outputs:
+        return call
+    return f"{printer.targets(bsym.output)} = {call}"
+
+
+def python(trace: Trace, *, source: bool = True, comments: bool = True, imports: bool = True,
+           header: str | None = None, printer: Printer | None = None) -> str:
+    """The trace as Python source: stable names, one statement per bound symbol."""
+    p = printer or Printer()
+    lines: list[str] = []
+    if header:
+        lines += [f"# {h}" for h in header.splitlines()]
+    if imports:
+        lines.append(HEADER_IMPORTS)
+    params = ", ".join(p.value(i) for i in trace.inputs)
+    lines.append(f"def {trace.name}({params}):")
+    if comments:
+        for i in trace.inputs:
+            lines.append(f"    # {i.name}: {i.type_string()}")
+    last_src = None
+    for bsym in trace.bound_symbols:
+        src = bsym.source
+        if source and src is not None and (src.file, src.line) != last_src:
+            lines.append(f"    # {src.short()}   {src.code.strip()}".rstrip())
+            last_src = (src.file, src.line)
+        stmt = "    " + statement(p, bsym)
+        note = _comment(bsym) if comments else ""
+        if note:
+            stmt = f"{stmt.ljust(_COMMENT_COLUMN)}  # {note}"
+        lines.append(stmt)
+    lines.append(f"    return {p.value(trace.output)}")
+    return "\n".join(lines) + "\n"
+
+
+def default_namespace() -> dict:
+    from thunderlab.ops import ltorch, prims
+
+    return {"torch": torch, "prims": prims, "ltorch": ltorch}
+
+
+def to_callable(trace: Trace, namespace: dict | None = None, *, impls: dict | None = None):
+    """Compile the printed trace into a Python function.
+
+    ``namespace`` replaces the default globals; ``impls`` maps a symbol's qualname
+    (``ltorch.linear``) to the function that should run it, which is how executors bind
+    their implementations without changing the printed text.
+    """
+    p = Printer()
+    for bsym in trace.bound_symbols:  # opaque calls with no importable name
+        if "." not in bsym.sym.qualname:
+            p.constants.setdefault(bsym.sym.qualname, bsym.sym.impl)
+    src = python(trace, source=False, comments=False, imports=False, printer=p)
+    g = dict(namespace if namespace is not None else default_namespace())
+    g.update(p.constants)
+    if impls:
+        modules: dict[str, dict] = {}
+        for qual, fn in impls.items():
+            mod, _, attr = qual.partition(".")
+            if mod in ("ltorch", "prims"):
+                modules.setdefault(mod, {})[attr] = fn
+            elif not attr:
+                g[qual] = fn
+        for mod, attrs in modules.items():
+            g[mod] = SimpleNamespace(**attrs)
+    code = compile(src, f"<thunderlab {trace.name}>", "exec")
+    exec(code, g)
+    fn = g[trace.name]
+    fn.__thunderlab_source__ = src
+    return fn

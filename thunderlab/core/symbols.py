@@ -1,0 +1,158 @@
+"""Symbols (operations) and bound symbols (one call of an operation in a trace)."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from .proxies import TensorProxy
+
+_ids = itertools.count(1)
+
+
+def next_id() -> int:
+    return next(_ids)
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    """Where in user code a bound symbol came from."""
+
+    file: str
+    line: int
+    code: str = ""
+    scope: str = ""  # the module path Dynamo recorded, e.g. "blocks.0.attn"
+
+    def short(self) -> str:
+        import os
+
+        return f"{os.path.basename(self.file)}:{self.line}"
+
+
+@dataclass(eq=False)
+class Symbol:
+    """An operation: its name, how to compute output metadata, and how to run it eagerly.
+
+    ``meta(*args, **kwargs)`` returns output proxies. When ``decomposition`` is set it is
+    used as the meta as well: tracing it yields the outputs and the subsymbols at once.
+    ``impl`` runs the operation on real tensors; it is also what a call outside a trace does,
+    which is what makes printed traces runnable.
+    """
+
+    name: str
+    module: str  # "prims", "ltorch" or "torch" (an opaque torch call)
+    impl: Callable
+    meta: Callable | None = None
+    decomposition: Callable | None = None
+    is_prim: bool = False
+    side_effect: bool = False  # writes to an argument (copy_, in-place ops); never removed or merged
+    random: bool = False  # nondeterministic: never merged by cse
+    printer: Callable | None = None  # custom printing, e.g. `del`
+    qualname: str | None = None  # how the printed program spells the call
+
+    def __post_init__(self):
+        if self.qualname is None:
+            self.qualname = f"{self.module}.{self.name}"
+
+    def __call__(self, *args, **kwargs):
+        from .trace import current_trace
+
+        tr = current_trace()
+        if tr is None:
+            return self.impl(*args, **kwargs)
+        return tr.bind(self, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"Symbol({self.qualname})"
+
+
+def tree_flatten(x) -> list:
+    """Leaves of nested tuples, lists and dicts, in order."""
+    out: list = []
+
+    def walk(v):
+        if isinstance(v, (tuple, list)):
+            for e in v:
+                walk(e)
+        elif isinstance(v, dict):
+            for e in v.values():
+                walk(e)
+        else:
+            out.append(v)
+
+    walk(x)
+    return out
+
+
+def tree_map(fn, x):
+    """Apply ``fn`` to every leaf, keeping the structure (tuples stay tuples)."""
+    if isinstance(x, tuple):
+        return tuple(tree_map(fn, e) for e in x)
+    if isinstance(x, list):
+        return [tree_map(fn, e) for e in x]
+    if isinstance(x, dict):
+        return {k: tree_map(fn, v) for k, v in x.items()}
+    return fn(x)
+
+
+def proxies_in(x) -> list[TensorProxy]:
+    return [v for v in tree_flatten(x) if isinstance(v, TensorProxy)]
+
+
+@dataclass(frozen=True, eq=False)
+class BoundSymbol:
+    """One call of a symbol in a trace.
+
+    ``id`` is stable: passes that keep, move or rewrite a call keep its id, so views can
+    follow it from step to step. ``origin`` names the pass that created or rewrote it
+    (None for capture); the runner sets it.
+    """
+
+    sym: Symbol
+    args: tuple
+    kwargs: dict
+    output: Any
+    subsymbols: tuple["BoundSymbol", ...] = ()
+    source: SourceInfo | None = None
+    id: int = field(default_factory=next_id)
+    origin: str | None = None
+    executor: str | None = None
+    declined: tuple[tuple[str, str], ...] = ()  # (executor, reason) for each executor that said no
+
+    @property
+    def inputs(self) -> list[TensorProxy]:
+        return proxies_in((self.args, self.kwargs))
+
+    @property
+    def outputs(self) -> list[TensorProxy]:
+        return proxies_in(self.output)
+
+    def replace(self, **changes) -> "BoundSymbol":
+        return replace(self, **changes)
+
+    def swap(self, mapping: dict[str, TensorProxy]) -> "BoundSymbol":
+        """The same call with input proxies renamed through ``mapping`` (name -> proxy)."""
+        if not mapping:
+            return self
+
+        def sub(v):
+            if isinstance(v, TensorProxy):
+                return mapping.get(v.name, v)
+            return v
+
+        return replace(
+            self,
+            args=tree_map(sub, self.args),
+            kwargs=tree_map(sub, self.kwargs),
+            subsymbols=tuple(s.swap(mapping) for s in self.subsymbols),
+        )
+
+    def flat(self) -> list["BoundSymbol"]:
+        """This call's innermost decomposition, depth first (itself if it has none)."""
+        if not self.subsymbols:
+            return [self]
+        return [leaf for s in self.subsymbols for leaf in s.flat()]
+
+    def __repr__(self) -> str:
+        outs = ", ".join(p.name for p in self.outputs)
+        return f"<{outs} = {self.sym.qualname} #{self.id}>"

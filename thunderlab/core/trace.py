@@ -1,0 +1,154 @@
+"""Traces: inputs, bound symbols in SSA order, outputs; and the tracing context."""
+from __future__ import annotations
+
+import contextvars
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .proxies import TensorProxy
+from .symbols import BoundSymbol, SourceInfo, Symbol, proxies_in, tree_flatten
+
+_current: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar("thunderlab_trace", default=None)
+
+
+def current_trace() -> "Trace | None":
+    return _current.get()
+
+
+@dataclass(frozen=True, eq=False)
+class ScalarInput:
+    """A non-tensor input (e.g. a symbolic size from Dynamo), specialized to ``value``."""
+
+    name: str
+    value: Any
+
+    def type_string(self) -> str:
+        return f"{type(self.value).__name__} = {self.value!r}"
+
+
+class TraceError(Exception):
+    """An operation could not be traced; the message names the op and what would be valid."""
+
+
+@dataclass(eq=False)
+class Trace:
+    """A program in SSA form: ``inputs``, ``bound_symbols`` in order, ``output``.
+
+    A trace owns its namespace: proxies created while it is active get fresh names.
+    ``python()`` prints it as a runnable function; ``callable()`` compiles that text.
+    """
+
+    name: str = "forward"
+    inputs: list = field(default_factory=list)
+    bound_symbols: list[BoundSymbol] = field(default_factory=list)
+    output: Any = None
+    _names: set = field(default_factory=set, repr=False)
+    _counter: int = field(default=0, repr=False)
+    _scopes: list = field(default_factory=list, repr=False)
+    _source: SourceInfo | None = field(default=None, repr=False)
+
+    # -- names and proxies -------------------------------------------------
+    def add_name(self, name: str) -> str:
+        base, n = name, 0
+        while name in self._names:
+            n += 1
+            name = f"{base}_{n}"
+        self._names.add(name)
+        return name
+
+    def fresh_name(self, prefix: str = "t") -> str:
+        while True:
+            name = f"{prefix}{self._counter}"
+            self._counter += 1
+            if name not in self._names:
+                self._names.add(name)
+                return name
+
+    def proxy(self, shape, dtype: torch.dtype, device, requires_grad: bool = False, name: str | None = None) -> TensorProxy:
+        name = self.add_name(name) if name else self.fresh_name()
+        return TensorProxy(name, tuple(int(s) for s in shape), dtype, torch.device(device), bool(requires_grad))
+
+    def derive(self, **changes) -> "Trace":
+        """A new trace with this one's namespace copied (never shared) and fields replaced."""
+        t = Trace(
+            name=self.name,
+            inputs=list(self.inputs),
+            bound_symbols=list(self.bound_symbols),
+            output=self.output,
+            _names=set(self._names),
+            _counter=self._counter,
+        )
+        for k, v in changes.items():
+            setattr(t, k, v)
+        return t
+
+    # -- recording ---------------------------------------------------------
+    @contextmanager
+    def active(self):
+        """Make this the trace that symbol calls record into."""
+        token = _current.set(self)
+        self._scopes.append(self.bound_symbols)
+        try:
+            yield self
+        finally:
+            self._scopes.pop()
+            _current.reset(token)
+
+    @contextmanager
+    def source(self, info: SourceInfo | None):
+        prev, self._source = self._source, info
+        try:
+            yield
+        finally:
+            self._source = prev
+
+    def bind(self, sym: Symbol, args: tuple, kwargs: dict):
+        """Record one call of ``sym``; return its output proxies."""
+        if sym.decomposition is not None:
+            subs: list[BoundSymbol] = []
+            self._scopes.append(subs)
+            try:
+                out = sym.decomposition(*args, **kwargs)
+            finally:
+                self._scopes.pop()
+            if out is NotImplemented:
+                out, subsymbols = sym.meta(*args, **kwargs), ()
+            else:
+                made = {p.name for s in subs for p in s.outputs}
+                fresh = [p for p in proxies_in(out) if p.name not in made]
+                if fresh:
+                    raise TraceError(f"internal: decomposition of {sym.qualname} returned an input unchanged ({fresh[0].name})")
+                subsymbols = tuple(subs)
+        else:
+            out = sym.meta(*args, **kwargs)
+            subsymbols = ()
+        bsym = BoundSymbol(sym, tuple(args), dict(kwargs), out, subsymbols, self._source)
+        self._scopes[-1].append(bsym)
+        return out
+
+    # -- queries -----------------------------------------------------------
+    def tensor_inputs(self) -> list[TensorProxy]:
+        return [p for p in self.inputs if isinstance(p, TensorProxy)]
+
+    def output_proxies(self) -> list[TensorProxy]:
+        return [p for p in tree_flatten(self.output) if isinstance(p, TensorProxy)]
+
+    def count(self) -> int:
+        """Number of bound symbols, not counting bookkeeping such as ``del``."""
+        return sum(1 for b in self.bound_symbols if b.sym.name != "python_del")
+
+    def python(self, **options) -> str:
+        from .codegen import python
+
+        return python(self, **options)
+
+    def callable(self, namespace: dict | None = None, *, impls: dict | None = None):
+        from .codegen import to_callable
+
+        return to_callable(self, namespace, impls=impls)
+
+    def __str__(self) -> str:
+        return self.python()

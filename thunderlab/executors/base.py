@@ -1,0 +1,56 @@
+"""The executor interface and registry, and binding a trace to its executors to run it."""
+from __future__ import annotations
+
+from typing import Callable
+
+from thunderlab.core.symbols import BoundSymbol, Symbol
+from thunderlab.core.trace import Trace
+
+EXECUTORS: dict[str, "Executor"] = {}
+
+
+class Executor:
+    """Claims symbols and supplies the functions that run them.
+
+    ``can_execute`` answers yes or no with a reason (kept so a view can say why an op was
+    not claimed). ``available`` says whether the executor can run here at all, and why not.
+    """
+
+    name: str = ""
+    fusion: bool = False  # whether it owns multi-symbol regions (the fuse pass uses it)
+
+    def available(self) -> tuple[bool, str]:
+        return True, ""
+
+    def can_execute(self, bsym: BoundSymbol) -> tuple[bool, str]:
+        raise NotImplementedError
+
+    def implementation(self, sym: Symbol) -> Callable:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<executor {self.name}>"
+
+
+def register_executor(ex: Executor) -> Executor:
+    EXECUTORS[ex.name] = ex
+    return ex
+
+
+def get_executor(name: str) -> Executor:
+    try:
+        return EXECUTORS[name]
+    except KeyError:
+        raise KeyError(f"unknown executor {name!r}; valid executors: {', '.join(sorted(EXECUTORS))}") from None
+
+
+def bind(trace: Trace, default: str = "torch"):
+    """Compile ``trace`` into a function whose calls run on their claiming executors."""
+    impls: dict[str, Callable] = {}
+    for b in trace.bound_symbols:
+        ex = get_executor(b.executor or default)
+        fn = ex.implementation(b.sym)
+        prev = impls.setdefault(b.sym.qualname, fn)
+        if prev is not fn:
+            raise ValueError(f"{b.sym.qualname} is claimed by two executors in one trace; give one of them a region")
+    return trace.callable(impls=impls)

@@ -1,0 +1,1 @@
+"""Frontends: turning captured PyTorch programs into thunderlab traces."""

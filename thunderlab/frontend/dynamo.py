@@ -1,0 +1,51 @@
+"""The torch.compile backend "thunderlab": each FX graph from TorchDynamo becomes a CompiledGraph.
+
+Graph breaks, guards and recompiles are Dynamo's; each captured graph gets its own
+CompiledGraph and its own records. Symbolic sizes are specialized per call: the graph is
+lowered for the concrete sizes it is called with and cached by them.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Callable
+
+import torch
+
+from thunderlab.runtime.compiled import CompiledGraph, Options
+
+from .fx import lower
+
+_graph_ids = itertools.count()
+
+
+class Backend:
+    """A torch.compile backend with thunderlab options; it remembers the graphs it compiled."""
+
+    def __init__(self, options: Options | None = None, name: str | None = None):
+        self.options = options or Options()
+        self.name = name
+        self.graphs: list[CompiledGraph] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
+        index = next(_graph_ids)
+        name = self.name or getattr(gm, "_thunderlab_name", None) or f"graph{index}"
+        if self.graphs:
+            name = f"{name}[{len(self.graphs)}]"
+        graph = CompiledGraph(lambda args: lower(gm, args), self.options, name=name, graph_index=index, eager=gm.forward)
+        self.graphs.append(graph)
+        return graph
+
+
+_default_backend = Backend()
+
+
+def thunderlab_backend(gm: torch.fx.GraphModule, example_inputs):
+    """``torch.compile(model, backend="thunderlab")``: compile with the default pipeline."""
+    return _default_backend(gm, example_inputs)
+
+
+def register() -> None:
+    from torch._dynamo.backends.registry import _BACKENDS, register_backend
+
+    if "thunderlab" not in _BACKENDS:
+        register_backend(thunderlab_backend, name="thunderlab")

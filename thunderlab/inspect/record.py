@@ -1,0 +1,93 @@
+"""CompileRecord and Step: the plain-data account of one compilation."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from thunderlab.core.program import Program
+
+
+@dataclass
+class Verification:
+    """What was checked after a step: structure always, numerics when asked."""
+
+    ok: bool
+    structural: str = "ok"  # "ok" or the first problem found
+    max_error: float | None = None  # largest |output - eager| when numerics were checked
+    detail: str = ""
+
+    def summary(self) -> str:
+        if not self.ok:
+            return f"FAIL  ({self.detail or self.structural})"
+        if self.max_error is not None:
+            return f"ok  (max |err| {self.max_error:.3g})"
+        return "ok"
+
+
+@dataclass
+class Step:
+    """One pass of a pipeline (step 0 is capture): its program afterwards and what it cost."""
+
+    index: int
+    spec: str
+    seconds: float
+    program: Program | None
+    symbols_before: int
+    symbols_after: int
+    verification: Verification | None = None
+    error: str | None = None
+    notes: dict[str, Any] = field(default_factory=dict)  # per-pass facts, e.g. claim's declines
+
+    @property
+    def ms(self) -> float:
+        return self.seconds * 1e3
+
+    def python(self, trace: str = "forward") -> str:
+        """The program after this step as runnable Python (one trace, default forward)."""
+        return self.program.traces[trace].python(header=self.header(trace))
+
+    def header(self, trace: str = "forward") -> str:
+        return (f"thunderlab · {trace} · step {self.index} \"{self.spec}\" · {self.ms:.1f} ms · "
+                f"{self.symbols_before} -> {self.symbols_after} symbols")
+
+
+@dataclass
+class CompileRecord:
+    """Everything about compiling one captured graph for one input signature."""
+
+    name: str
+    inputs: list[str]
+    pipeline: str
+    steps: list[Step] = field(default_factory=list)
+    error: str | None = None
+    created: float = field(default_factory=time.time)
+    graph_index: int = 0
+    cache: dict[str, int] = field(default_factory=lambda: {"hits": 0, "misses": 0})
+    # what re-running needs: the captured program and the inputs it was captured for
+    captured: Program | None = field(default=None, repr=False)
+    example_inputs: tuple | None = field(default=None, repr=False)
+    reference: Any = field(default=None, repr=False)
+
+    @property
+    def program(self) -> Program | None:
+        """The final program (after the last pass that succeeded)."""
+        return self.steps[-1].program if self.steps else None
+
+    @property
+    def compile_seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+    def table(self) -> str:
+        """The pass table: one row per step with milliseconds, symbols and verification."""
+        width = max([len(s.spec) for s in self.steps] + [8])
+        rows = [f" step  {'pass'.ljust(width)}  {'ms':>8}  {'symbols':>10}  verified"]
+        for s in self.steps:
+            syms = f"{s.symbols_after}" if s.index == 0 else f"{s.symbols_before} -> {s.symbols_after}"
+            ver = "ERROR  " + s.error.splitlines()[0] if s.error else (s.verification.summary() if s.verification else "-")
+            rows.append(f" {s.index:>4}  {s.spec.ljust(width)}  {s.ms:>8.1f}  {syms:>10}  {ver}")
+        return "\n".join(rows)
+
+    def __repr__(self) -> str:
+        status = f"error: {self.error.splitlines()[0]}" if self.error else f"{len(self.steps)} steps"
+        return f"<CompileRecord {self.name} [{self.pipeline}] {status}>"

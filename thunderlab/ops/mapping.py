@@ -1,0 +1,142 @@
+"""Which thunderlab symbol stands for a torch function, operator or Tensor method.
+
+Targets that appear in Dynamo's FX graphs map to torch-level symbols; an adapter
+reorders arguments where a torch entry point's signature differs from the symbol's.
+Anything with no entry becomes an opaque torch call (see ``opaque``).
+"""
+from __future__ import annotations
+
+import operator
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from thunderlab.core.symbols import Symbol
+
+from .prims import torch_meta
+from .torch_ops import TORCH_SYMBOLS
+
+FUNCTIONS: dict[Callable, Symbol] = {}
+METHODS: dict[str, Symbol] = {}
+for _sym, _fns, _methods in TORCH_SYMBOLS.values():
+    for _f in _fns:
+        FUNCTIONS.setdefault(_f, _sym)
+    for _m in _methods:
+        METHODS.setdefault(_m, _sym)
+
+
+def _drop_stacklevel(a, dim=None, _stacklevel=3, dtype=None):
+    return (a, dim), {"dtype": dtype} if dtype is not None else {}
+
+
+def _torch_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps, cudnn_enabled=True):
+    return (a, running_mean, running_var, weight, bias, training, momentum, eps), {}
+
+
+def _torch_layer_norm(a, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    return (a, normalized_shape, weight, bias, eps), {}
+
+
+def _torch_group_norm(a, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    return (a, num_groups, weight, bias, eps), {}
+
+
+def _torch_embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    return (indices, weight), {}
+
+
+# entry point -> function(args..., kwargs...) -> (args, kwargs) in the symbol's signature
+ADAPTERS: dict[Callable, Callable] = {
+    F.softmax: _drop_stacklevel,
+    F.log_softmax: _drop_stacklevel,
+    torch.batch_norm: _torch_batch_norm,
+    torch.layer_norm: _torch_layer_norm,
+    torch.group_norm: _torch_group_norm,
+    torch.embedding: _torch_embedding,
+}
+for _f in (F.softmax, F.log_softmax):
+    FUNCTIONS[_f] = TORCH_SYMBOLS[_f.__name__][0]
+
+# in-place Python operators and their functional twins
+INPLACE_OPERATORS = {
+    operator.iadd: "add", operator.isub: "sub", operator.imul: "mul", operator.itruediv: "div",
+    operator.ifloordiv: "floor_divide", operator.imod: "remainder", operator.ipow: "pow",
+    operator.iand: "bitwise_and", operator.ior: "bitwise_or", operator.ixor: "bitwise_xor",
+}
+
+
+def lookup(target) -> Symbol | None:
+    """The symbol for a call_function target, or None."""
+    try:
+        return FUNCTIONS.get(target)
+    except TypeError:  # unhashable target
+        return None
+
+
+def lookup_method(name: str) -> Symbol | None:
+    return METHODS.get(name)
+
+
+def inplace_base(target) -> str | None:
+    """For an in-place entry point (``add_``, ``torch.relu_``, ``operator.iadd``), its functional name."""
+    if target in INPLACE_OPERATORS:
+        return INPLACE_OPERATORS[target]
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if name.endswith("_") and not name.endswith("__") and len(name) > 1:
+        return name[:-1]
+    return None
+
+
+def functional_for(name: str) -> Symbol | None:
+    if name in TORCH_SYMBOLS:
+        return TORCH_SYMBOLS[name][0]
+    return METHODS.get(name)
+
+
+_OPAQUE: dict[object, Symbol] = {}
+
+
+def _qualname(fn) -> str | None:
+    """A dotted name that resolves back to ``fn`` from ``torch``, if there is one."""
+    mod = getattr(fn, "__module__", None) or ""
+    qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if qual and qual.startswith("_VariableFunctionsClass."):
+        qual = qual.split(".", 1)[1]
+    candidates = []
+    if qual:
+        if mod.startswith("torch"):
+            candidates.append(f"{mod}.{qual}")
+        candidates += [f"torch.{qual}", f"torch.nn.functional.{qual}", f"torch.Tensor.{qual}", f"torch._C._nn.{qual}"]
+    for c in candidates:
+        obj = torch
+        try:
+            for part in c.split(".")[1:]:
+                obj = getattr(obj, part)
+        except AttributeError:
+            continue
+        if obj is fn and c.split(".")[0] == "torch":
+            return c
+    return None
+
+
+def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbol:
+    """A symbol that calls ``fn`` (or Tensor method ``method``) as is: shown in the trace, never decomposed."""
+    key = ("method", method) if method else fn
+    sym = _OPAQUE.get(key)
+    if sym is None:
+        if method:
+            impl = getattr(torch.Tensor, method, None) or (lambda self, *a, **k: getattr(self, method)(*a, **k))
+            qual = f"torch.Tensor.{method}" if hasattr(torch.Tensor, method) else None
+            name = method
+        else:
+            impl, qual, name = fn, _qualname(fn), getattr(fn, "__name__", "call")
+        sym = Symbol(name=name, module="torch", impl=impl, meta=torch_meta(impl, qual or name),
+                     side_effect=side_effect, qualname=qual or f"_opaque_{len(_OPAQUE)}_{name}")
+        _OPAQUE[key] = sym
+    return sym
+
+
+def covered_ops() -> list[str]:
+    """The torch-level symbols thunderlab maps, by name."""
+    return sorted(TORCH_SYMBOLS)

@@ -1,0 +1,82 @@
+"""claim: give each call to the first executor that takes it, decomposing what none takes whole."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from thunderlab.core.program import Program
+from thunderlab.core.symbols import BoundSymbol
+from thunderlab.core.trace import Trace
+from thunderlab.executors.base import EXECUTORS, get_executor
+
+from .base import Pass, PipelineError, register_pass
+
+
+class ClaimError(RuntimeError):
+    """No executor in the priority list can run a call that has no decomposition."""
+
+
+def claim_symbols(bsyms, executors, decompose) -> list[BoundSymbol]:
+    out: list[BoundSymbol] = []
+    for b in bsyms:
+        out.extend(_claim(b, executors, decompose))
+    return out
+
+
+def _claim(b: BoundSymbol, executors, decompose) -> list[BoundSymbol]:
+    if b.sym.name == "python_del":
+        return [b]
+    forced = bool(b.subsymbols) and ("all" in decompose or b.sym.name in decompose)
+    declined: list[tuple[str, str]] = []
+    if not forced:
+        for ex in executors:
+            ok, why = ex.available()
+            if ok:
+                ok, why = ex.can_execute(b)
+            if ok:
+                return [b.replace(executor=ex.name, declined=tuple(declined))]
+            declined.append((ex.name, why or "declined"))
+    if b.subsymbols:
+        return claim_symbols(b.subsymbols, executors, decompose)
+    reasons = "; ".join(f"{n}: {w}" for n, w in declined) or "no executors given"
+    raise ClaimError(f"no executor can run {b.sym.qualname} (id {b.id}) and it has no decomposition ({reasons}); "
+                     f"add 'torch' to the executors")
+
+
+@register_pass
+@dataclass(frozen=True)
+class Claim(Pass):
+    """Assign every call to an executor in priority order; decompose calls none takes whole."""
+
+    name = "claim"
+    executors: tuple[str, ...] = ("torch",)
+    decompose: tuple[str, ...] = ()  # torch-level symbols to always replace by their prims ("all" for every one)
+
+    def __post_init__(self):
+        for n in self.executors:
+            if n not in EXECUTORS:
+                raise PipelineError(f"claim: unknown executor {n!r}; valid executors: {', '.join(sorted(EXECUTORS))}")
+
+    def __call__(self, program: Program) -> Program:
+        exs = [get_executor(n) for n in self.executors]
+
+        def one(t: Trace) -> Trace:
+            return t.derive(bound_symbols=claim_symbols(t.bound_symbols, exs, self.decompose))
+
+        return program.map(one)
+
+    def describe(self, before: Program, after: Program) -> dict:
+        kept = {b.id for t in after for b in t.bound_symbols}
+        whole = [b for t in before for b in t.bound_symbols if b.id in kept]
+        decomposed = [b for t in before for b in t.bound_symbols if b.id not in kept]
+        by_executor: dict[str, int] = {}
+        for t in after:
+            for b in t.bound_symbols:
+                if b.executor:
+                    by_executor[b.executor] = by_executor.get(b.executor, 0) + 1
+        return {
+            "kept_whole": len(whole),
+            "decomposed": len(decomposed),
+            "decomposed_symbols": sorted({b.sym.qualname for b in decomposed}),
+            "by_executor": by_executor,
+            "declines": {b.id: list(b.declined) for t in after for b in t.bound_symbols if b.declined},
+        }

@@ -1,0 +1,74 @@
+"""cse: merge calls that compute the same thing from the same inputs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from thunderlab.core.program import Program
+from thunderlab.core.proxies import TensorProxy
+from thunderlab.core.symbols import tree_map
+from thunderlab.core.trace import Trace
+
+from .base import Pass, register_pass
+
+
+def _key(b):
+    def k(v):
+        if isinstance(v, TensorProxy):
+            return ("proxy", v.name)
+        if isinstance(v, (list, dict)):
+            return repr(v)
+        return (type(v).__name__, v) if _hashable(v) else ("id", id(v))
+
+    return (b.sym.qualname, tree_map(k, b.args), tuple(sorted((n, tree_map(k, v)) for n, v in b.kwargs.items())))
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+        return True
+    except TypeError:
+        return False
+
+
+def _freeze(x):
+    if isinstance(x, (list, tuple)):
+        return tuple(_freeze(e) for e in x)
+    if isinstance(x, dict):
+        return tuple((k, _freeze(v)) for k, v in x.items())
+    return x
+
+
+def cse_trace(trace: Trace) -> Trace:
+    seen: dict = {}
+    rename: dict[str, TensorProxy] = {}
+    kept = []
+    for b in trace.bound_symbols:
+        b = b.swap(rename)
+        if b.sym.side_effect:
+            seen.clear()  # a write may change what any later read sees
+            kept.append(b)
+            continue
+        if b.sym.random or not b.outputs:
+            kept.append(b)
+            continue
+        key = _freeze(_key(b))
+        prior = seen.get(key)
+        if prior is None:
+            seen[key] = b
+            kept.append(b)
+            continue
+        for new, old in zip(b.outputs, prior.outputs):
+            rename[new.name] = old
+    out = tree_map(lambda v: rename.get(v.name, v) if isinstance(v, TensorProxy) else v, trace.output)
+    return trace.derive(bound_symbols=kept, output=out)
+
+
+@register_pass
+@dataclass(frozen=True)
+class CSE(Pass):
+    """Common-subexpression elimination: compute each distinct call once."""
+
+    name = "cse"
+
+    def __call__(self, program: Program) -> Program:
+        return program.map(cse_trace)

@@ -1,0 +1,30 @@
+"""dce: remove bound symbols whose outputs are never used."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from thunderlab.core.program import Program
+from thunderlab.core.trace import Trace
+
+from .base import Pass, register_pass
+
+
+def dce_trace(trace: Trace) -> Trace:
+    live = {p.name for p in trace.output_proxies()}
+    kept = []
+    for b in reversed(trace.bound_symbols):
+        if b.sym.side_effect or any(p.name in live for p in b.outputs):
+            kept.append(b)
+            live.update(p.name for p in b.inputs)
+    return trace.derive(bound_symbols=kept[::-1])
+
+
+@register_pass
+@dataclass(frozen=True)
+class DCE(Pass):
+    """Dead-code elimination: drop calls whose results nothing uses."""
+
+    name = "dce"
+
+    def __call__(self, program: Program) -> Program:
+        return program.map(dce_trace)

@@ -1,0 +1,120 @@
+"""Running a pipeline: one observer hook between passes; verification after each pass."""
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Callable
+
+import torch
+
+from thunderlab.core.program import Program
+from thunderlab.core.symbols import tree_flatten, tree_map
+from thunderlab.core.verify import VerificationError, check_trace
+from thunderlab.executors.base import bind
+from thunderlab.inspect.record import Step, Verification
+
+from .base import Pipeline
+
+Observer = Callable[[Step], None]
+
+
+def _mark_origins(before: Program | None, after: Program, origin: str) -> None:
+    """Name the pass in every bound symbol it created or rewrote (the runner's job, not the pass's)."""
+    old = {id(b) for t in before for b in t.bound_symbols} if before is not None else set()
+    for t in after:
+        for i, b in enumerate(t.bound_symbols):
+            if id(b) not in old and b.origin is None:
+                t.bound_symbols[i] = b.replace(origin=origin)
+
+
+def run_program(program: Program, inputs, trace: str = "forward"):
+    """Run one trace of ``program`` with its executors (torch where unclaimed)."""
+    fn = bind(program.traces[trace])
+    return fn(*inputs)
+
+
+def compare(actual, expected, rtol: float = 1e-4, atol: float = 1e-5) -> tuple[bool, float, str]:
+    """(all close, max abs error, first mismatch) between two output structures."""
+    a, e = tree_flatten(actual), tree_flatten(expected)
+    if len(a) != len(e):
+        return False, float("inf"), f"{len(a)} outputs, eager gives {len(e)}"
+    worst = 0.0
+    for i, (x, y) in enumerate(zip(a, e)):
+        if isinstance(y, torch.Tensor):
+            if not isinstance(x, torch.Tensor) or x.shape != y.shape:
+                return False, float("inf"), f"output {i}: {getattr(x, 'shape', x)} vs eager {tuple(y.shape)}"
+            if x.dtype != y.dtype:
+                return False, float("inf"), f"output {i}: dtype {x.dtype} vs eager {y.dtype}"
+            if y.numel() == 0:
+                continue
+            xd, yd = x.detach(), y.detach()
+            if y.dtype.is_floating_point or y.dtype.is_complex:
+                err = (xd - yd).abs().nan_to_num(nan=0.0)
+                both_nan = xd.isnan() & yd.isnan()
+                m = float(err[~both_nan].max()) if (~both_nan).any() else 0.0
+                worst = max(worst, m)
+                if not torch.allclose(xd, yd, rtol=rtol, atol=atol, equal_nan=True):
+                    return False, worst, f"output {i}: max |err| {m:.3g}"
+            elif not torch.equal(xd, yd):
+                return False, worst, f"output {i}: values differ"
+        elif x != y and not (isinstance(x, float) and x != x and y != y):
+            return False, worst, f"output {i}: {x!r} vs eager {y!r}"
+    return True, worst, ""
+
+
+def verify(program: Program, inputs=None, reference=None) -> Verification:
+    """Check every trace's structure and, given inputs and eager outputs, the forward numerics."""
+    try:
+        for t in program:
+            check_trace(t)
+    except VerificationError as e:
+        return Verification(False, str(e), detail=str(e))
+    if reference is None or inputs is None:
+        return Verification(True)
+    fresh = tree_map(lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v, tuple(inputs))
+    try:
+        with torch.no_grad():
+            out = run_program(program, fresh)
+    except Exception as e:  # a program that fails to run is a failed verification, not a crash
+        return Verification(False, detail=f"running the program raised {type(e).__name__}: {e}")
+    ok, err, why = compare(out, reference)
+    return Verification(ok, max_error=err, detail=why)
+
+
+def run_pipeline(program: Program, pipeline: "str | Pipeline", *, observer: Observer | None = None,
+                 inputs=None, reference=None, first_index: int = 1) -> tuple[list[Step], Program, str | None]:
+    """Run each enabled pass in order; returns (steps, final program, error or None).
+
+    A pass that raises ends the run: its step records the error (naming the pass), and
+    every earlier step is kept.
+    """
+    pipeline = Pipeline.parse(pipeline)
+    steps: list[Step] = []
+    current = program
+    for offset, spec in enumerate(pipeline.enabled()):
+        index = first_index + offset
+        p = spec.instantiate()
+        before = current.count()
+        t0 = time.perf_counter()
+        try:
+            nxt = p(current)
+            if not isinstance(nxt, Program):
+                raise TypeError(f"returned {type(nxt).__name__}, not a Program")
+        except Exception as e:
+            seconds = time.perf_counter() - t0
+            msg = f"pass {spec.name!r} (step {index}) raised {type(e).__name__}: {e}"
+            step = Step(index, str(spec), seconds, None, before, before, error=msg,
+                        notes={"traceback": traceback.format_exc()})
+            steps.append(step)
+            if observer:
+                observer(step)
+            return steps, current, msg
+        seconds = time.perf_counter() - t0
+        _mark_origins(current, nxt, spec.name)
+        ver = verify(nxt, inputs, reference)
+        step = Step(index, str(spec), seconds, nxt, before, nxt.count(), ver, notes=p.describe(current, nxt))
+        steps.append(step)
+        if observer:
+            observer(step)
+        current = nxt
+    return steps, current, None

@@ -1,0 +1,4 @@
+"""Runtime: compiled callables with a cache keyed on input metadata."""
+from .compiled import CompiledGraph, Options, all_records
+
+__all__ = ["CompiledGraph", "Options", "all_records"]

@@ -1,0 +1,144 @@
+"""A compiled captured graph: cache by input metadata, compile on a miss, keep the record."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from thunderlab.core.program import Program
+from thunderlab.core.trace import Trace
+from thunderlab.executors.base import bind
+from thunderlab.inspect.record import CompileRecord, Step
+from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
+from thunderlab.passes.runner import verify
+
+_RECORDS: list[CompileRecord] = []
+
+
+def all_records() -> list[CompileRecord]:
+    return _RECORDS
+
+
+@dataclass(frozen=True)
+class Options:
+    """How to compile: the pipeline text, and whether to check each step against eager."""
+
+    pipeline: str = DEFAULT_PIPELINE
+    verify: bool = False  # numerics after every pass on the captured inputs (runs the program per step)
+
+    def __post_init__(self):
+        Pipeline.parse(self.pipeline)  # fail at jit time, not at the first call
+
+
+def _meta(a):
+    if isinstance(a, torch.Tensor):
+        return (tuple(a.shape), a.dtype, a.device, a.requires_grad)
+    return (type(a), a)
+
+
+def describe_input(a) -> str:
+    if isinstance(a, torch.Tensor):
+        dims = ", ".join(str(s) for s in a.shape)
+        return f"{a.device.type} {str(a.dtype).replace('torch.', '')}[{dims}]" + (" requires_grad" if a.requires_grad else "")
+    return repr(a)
+
+
+class _Entry:
+    __slots__ = ("fn", "lifted", "record")
+
+    def __init__(self, fn, lifted, record):
+        self.fn, self.lifted, self.record = fn, tuple(lifted), record
+
+
+class CompiledGraph:
+    """Runs one captured graph; compiles it once per input signature.
+
+    The cache key is each tensor input's (shape, dtype, device, requires_grad) and each
+    other input's value, so inputs that differ in any of these compile anew and never run
+    a program made for others.
+    """
+
+    def __init__(self, capture: Callable, options: Options, name: str = "graph", graph_index: int = 0,
+                 eager: Callable | None = None):
+        self.capture = capture  # args -> (initial trace, lifted tensors)
+        self.options = options
+        self.name = name
+        self.graph_index = graph_index
+        self.eager = eager  # the uncompiled graph, for verification
+        self.cache: dict[tuple, _Entry] = {}
+        self.hits = 0
+        self.misses = 0
+        self.records: list[CompileRecord] = []
+
+    def __call__(self, *args):
+        key = tuple(map(_meta, args))
+        entry = self.cache.get(key)
+        if entry is None:
+            self.misses += 1
+            entry = self.compile(args, key)
+        else:
+            self.hits += 1
+        return entry.fn(*args, *entry.lifted)
+
+    def compile(self, args, key) -> _Entry:
+        record = CompileRecord(self.name, [describe_input(a) for a in args], self.options.pipeline,
+                               graph_index=self.graph_index)
+        self.records.append(record)
+        _RECORDS.append(record)
+        reference = None
+        if self.options.verify and self.eager is not None:
+            with torch.no_grad():
+                reference = self.eager(*_clone(args))
+        t0 = time.perf_counter()
+        trace, lifted = self.capture(args)
+        capture_s = time.perf_counter() - t0
+        program = Program({"forward": trace})
+        full_inputs = tuple(args) + tuple(lifted)
+        record.captured, record.example_inputs, record.reference = program, full_inputs if self.options.verify else None, reference
+        record.steps.append(Step(0, "capture", capture_s, program, 0, program.count(), verify(program, full_inputs, reference)))
+        steps, final, error = run_pipeline(program, self.options.pipeline,
+                                           inputs=full_inputs if reference is not None else None, reference=reference)
+        record.steps.extend(steps)
+        if error:
+            record.error = error
+            raise CompileError(error, record)
+        fn = bind(final.forward)
+        entry = _Entry(fn, lifted, record)
+        self.cache[key] = entry
+        record.cache = {"hits": self.hits, "misses": self.misses}
+        return entry
+
+
+def _clone(args):
+    return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+class CompileError(RuntimeError):
+    """A pass failed; ``.record`` holds every step before it and the error."""
+
+    def __init__(self, msg: str, record: CompileRecord):
+        super().__init__(msg)
+        self.record = record
+
+
+def rerun(record: CompileRecord, pipeline: str | None = None) -> CompileRecord:
+    """Run a pipeline again on a record's captured program; a new record, same capture step."""
+    if record.captured is None:
+        raise ValueError("this record has no captured program to re-run")
+    text = pipeline if pipeline is not None else record.pipeline
+    new = CompileRecord(record.name, record.inputs, str(Pipeline.parse(text)), graph_index=record.graph_index,
+                        captured=record.captured, example_inputs=record.example_inputs, reference=record.reference)
+    new.steps.append(record.steps[0])
+    verifying = record.reference is not None
+    steps, _final, error = run_pipeline(record.captured, text, inputs=record.example_inputs if verifying else None,
+                                        reference=record.reference)
+    new.steps.extend(steps)
+    new.error = error
+    _RECORDS.append(new)
+    return new
+
+
+def final_trace(record: CompileRecord) -> Trace:
+    return record.program.forward
