@@ -527,8 +527,8 @@ def argmin(a, dim=None, keepdim=False):
     return _keep(out, a, (d,)) if keepdim and a.ndim else out
 
 
-torchsymbol(torch.max, methods=("max",))(_minmax("max", amax, argmax, maximum))  # noqa: F821
-torchsymbol(torch.min, methods=("min",))(_minmax("min", amin, argmin, minimum))  # noqa: F821
+torchsymbol(torch.max, name="max", methods=("max",))(_minmax("max", amax, argmax, maximum))  # noqa: F821
+torchsymbol(torch.min, name="min", methods=("min",))(_minmax("min", amin, argmin, minimum))  # noqa: F821
 
 
 def _correction(unbiased, correction):

@@ -331,7 +331,7 @@ _register("triu", _triu, torch.triu, methods=("triu",))
 
 
 # -- indexing ------------------------------------------------------------------------------
-index = opaque_symbol("index", operator.getitem, impl=operator.getitem)
+index = opaque_symbol("index", impl=operator.getitem)
 globals()["index"] = index
 
 
@@ -346,7 +346,8 @@ def _getitem(a, key):
     if Ellipsis in key:
         i = key.index(Ellipsis)
         key = key[:i] + (slice(None),) * (a.ndim - n_real) + key[i + 1:]
-    key = key + (slice(None),) * (a.ndim - n_real)
+    else:
+        key = key + (slice(None),) * (a.ndim - n_real)
     starts, ends, steps, squeeze, shape_after = [], [], [], [], []
     dim = 0
     for k in key:

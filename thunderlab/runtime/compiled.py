@@ -101,6 +101,10 @@ class CompiledGraph:
         steps, final, error = run_pipeline(program, self.options.pipeline,
                                            inputs=full_inputs if reference is not None else None, reference=reference)
         record.steps.extend(steps)
+        bad = next((s for s in record.steps if s.verification is not None and not s.verification.ok), None)
+        if error is None and bad is not None:
+            what = "an invalid program" if bad.verification.structural != "ok" else "wrong numbers"
+            error = f"pass {bad.spec!r} (step {bad.index}) produced {what}: {bad.verification.detail or bad.verification.structural}"
         if error:
             record.error = error
             raise CompileError(error, record)

@@ -1,0 +1,15 @@
+import os
+import tempfile
+
+import pytest
+import torch
+
+# one TorchInductor cache per test run, should any test reach Inductor
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), "thunderlab-test-inductor"))
+torch._dynamo.config.cache_size_limit = 64
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield

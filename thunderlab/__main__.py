@@ -1,0 +1,5 @@
+import sys
+
+from thunderlab.cli import main
+
+sys.exit(main())
