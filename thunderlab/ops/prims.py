@@ -334,8 +334,18 @@ def _dims_impl(fn):
 
 prim("sum", lambda a, dims: torch.sum(a, dim=tuple(dims)) if dims else a.clone(), _reduction_meta("sum"))
 prim("prod", lambda a, dims: _prod(a, dims), _reduction_meta("prod"))
-prim("amax", _dims_impl(torch.amax), _reduction_meta("amax"))
-prim("amin", _dims_impl(torch.amin), _reduction_meta("amin"))
+def _extremum_meta(name):
+    def meta(a, dims):
+        for d in dims:
+            _check(not (0 <= d < a.ndim) or a.shape[d] != 0,
+                   lambda: f"prims.{name}: dimension {d} has size 0, which has no {name[1:]}imum")
+        return _new(_reduced(a, dims), a.dtype, a.device, [a])
+
+    return meta
+
+
+prim("amax", _dims_impl(torch.amax), _extremum_meta("amax"))
+prim("amin", _dims_impl(torch.amin), _extremum_meta("amin"))
 prim("var", lambda a, dims, *, correction: torch.var(a, dim=tuple(dims), correction=correction),
      _reduction_meta("var"))
 

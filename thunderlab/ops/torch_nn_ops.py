@@ -107,6 +107,8 @@ def batch_norm(a, running_mean, running_var, weight=None, bias=None, training=Fa
     lt = _lt()
     dims = tuple(d for d in range(a.ndim) if d != 1)
     bshape = tuple(a.shape[1] if d == 1 else 1 for d in range(a.ndim))
+    if a.ndim < 2:
+        return NotImplemented  # no channel dimension
     x = _up(a)
 
     def per_channel(v):
@@ -155,8 +157,9 @@ def softmax(a, dim, dtype=None):
     lt = _lt()
     x = _up(_convert(a, dtype) if dtype else a)
     d = _dims(a, dim)
-    m = _keep(prims.amax(x, d), a, d)
-    e = lt.exp(lt.sub(x, m))
+    if a.numel():  # shift by the maximum for stability (an empty tensor has none)
+        x = lt.sub(x, _keep(prims.amax(x, d), a, d))
+    e = lt.exp(x)
     out = lt.div(e, _keep(prims.sum(e, d), a, d))
     return _convert(out, dtype or a.dtype)
 
@@ -229,12 +232,15 @@ def nll_loss(a, target, weight=None, size_average=None, ignore_index=-100, reduc
     lt = _lt()
     if weight is not None or size_average is not None or reduce is not None or a.ndim not in (1, 2):
         return NotImplemented
-    if a.ndim == 1:
+    unbatched = a.ndim == 1
+    if unbatched:
         a, target = prims.reshape(a, (1,) + a.shape), prims.reshape(target, (1,))
     valid = lt.ne(target, ignore_index)
     safe = lt.where(valid, target, 0)
     picked = prims.reshape(prims.gather(a, 1, prims.reshape(safe, (safe.shape[0], 1))), (safe.shape[0],))
     loss = lt.where(valid, lt.neg(picked), 0.0)
+    if reduction == "none" and unbatched:
+        return prims.reshape(loss, ())  # an unbatched input gives an unbatched loss
     if reduction == "mean":
         return lt.div(lt.sum(loss), lt.sum(_convert(valid, a.dtype)))
     return _reduce(loss, reduction)
@@ -266,6 +272,9 @@ def _conv(n):
     def decomposition(a, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         if isinstance(padding, str):
             return NotImplemented
+        if a.ndim == n + 1:  # unbatched: convolve a batch of one
+            out = decomposition(prims.reshape(a, (1,) + a.shape), weight, bias, stride, padding, dilation, groups)
+            return prims.reshape(out, out.shape[1:])
         return prims.convolution(a, weight, bias, _tup(stride, n), _tup(padding, n), _tup(dilation, n),
                                  False, (0,) * n, groups)
 

@@ -138,13 +138,29 @@ def _unary(pname, kind, fn, methods=()):
 _INT_TO_FLOAT = ["exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan", "asin",
                  "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sqrt", "rsqrt",
                  "erf", "erfc", "erfinv", "lgamma", "digamma", "sigmoid", "reciprocal"]
-_SAME = ["abs", "neg", "floor", "ceil", "round", "trunc", "sign", "bitwise_not"]
+_SAME = ["abs", "neg", "floor", "ceil", "trunc", "sign", "bitwise_not"]
 for _n in _INT_TO_FLOAT:
     _unary(_n, K.INT_TO_FLOAT, getattr(torch, _n), methods=(_n,))
 for _n in _SAME:
     _unary(_n, K.DEFAULT, getattr(torch, _n), methods=(_n,))
 for _n in ["isnan", "isinf", "isfinite", "signbit", "logical_not"]:
     _unary(_n, K.ALWAYS_BOOL, getattr(torch, _n), methods=(_n,))
+
+
+@torchsymbol(torch.round, methods=("round",))
+def round(a, *, decimals=0):
+    if decimals == 0:
+        return _elementwise(prims.round, a)
+    if not a.dtype.is_floating_point:
+        return NotImplemented
+    # as torch does: scale, round half to even, scale back (dividing by 10**-d for negative d)
+    if decimals > 0:
+        scale = 10.0 ** decimals
+        return prims.div(prims.round(prims.mul(a, scale)), scale)
+    scale = 10.0 ** -decimals
+    return prims.mul(prims.round(prims.div(a, scale)), scale)
+
+
 TORCH_SYMBOLS["sigmoid"] = (sigmoid, (torch.sigmoid, torch.nn.functional.sigmoid), ("sigmoid",))  # noqa: F821
 TORCH_SYMBOLS["tanh"] = (tanh, (torch.tanh, torch.nn.functional.tanh), ("tanh",))  # noqa: F821
 
@@ -238,13 +254,23 @@ def pow(a, b):
     return _elementwise(prims.pow, a, b)
 
 
-@torchsymbol(torch.where, methods=("where",))
+@torchsymbol(torch.where)
 def where(condition, a, b):
     comp, res = _promote(a, b)
     condition, a, b = _broadcast(condition, a, b)
     if not _is_t(a) and not _is_t(b):
         a = prims.full(condition.shape, a, dtype=res, device=condition.device)
     return prims.where(condition, _convert(a, res) if _is_t(a) else a, _convert(b, res) if _is_t(b) else b)
+
+
+def _tensor_where_impl(a, condition, other):
+    return torch.where(condition, a, other)
+
+
+@torchsymbol(torch.Tensor.where, name="tensor_where", methods=("where",), impl=_tensor_where_impl)
+def tensor_where(a, condition, other):
+    """``a.where(condition, other)``: the method takes the values first, unlike ``torch.where``."""
+    return where(condition, a, other)
 
 
 @torchsymbol(torch.clamp, torch.clip, methods=("clamp", "clip"))
@@ -583,6 +609,9 @@ def var_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
 @torchsymbol(torch.logsumexp, methods=("logsumexp",))
 def logsumexp(a, dim, keepdim=False):
     dims = _dims(a, dim)
+    if a.ndim and builtins.any(a.shape[d] == 0 for d in dims):  # no maximum to shift by; the sum is 0, its log -inf
+        out = log(prims.sum(exp(a), dims))  # noqa: F821
+        return _keep(out, a, dims) if keepdim else out
     m = prims.amax(a, dims)
     m = where(isinf(m), 0, m)  # noqa: F821
     shifted = sub(a, _keep(m, a, dims))
@@ -607,6 +636,9 @@ def any(a, dim=None, keepdim=False):
 
 @torchsymbol(torch.topk, methods=("topk",))
 def topk(a, k, dim=-1, largest=True, sorted=True):
+    if a.ndim == 0:  # a 0-d tensor is its own top 1
+        v, i = prims.topk(prims.reshape(a, (1,)), k, 0, largest, sorted)
+        return prims.reshape(v, ()), prims.reshape(i, ())
     return prims.topk(a, k, _dim(dim, a.ndim), largest, sorted)
 
 

@@ -50,6 +50,10 @@ _register("view_as", _view_as, torch.Tensor.view_as, methods=("view_as", "reshap
 
 
 def _transpose(a, dim0, dim1):
+    if a.ndim == 0:  # dims 0 and -1 name the tensor itself
+        for d in (dim0, dim1):
+            _dim(d, 0)
+        return prims.transpose(a, ())
     perm = list(range(a.ndim))
     d0, d1 = _dim(dim0, a.ndim), _dim(dim1, a.ndim)
     perm[d0], perm[d1] = perm[d1], perm[d0]
@@ -206,6 +210,12 @@ _register("unbind", _unbind, torch.unbind, methods=("unbind",))
 
 def _narrow(a, dim, start, length):
     d = _dim(dim, a.ndim)
+    if _is_t(start):  # a 0-d index tensor: gather the positions start, ..., start + length - 1
+        from .torch_ops import add, lt, where
+
+        start = where(lt(start, 0), add(start, a.shape[d]), start)
+        positions = add(prims.iota(length, start=0, step=1, dtype=start.dtype, device=a.device), start)
+        return prims.take(a, positions, d)
     start = start % a.shape[d] if start < 0 else start
     return _slice_dim(a, d, start, start + length)
 
