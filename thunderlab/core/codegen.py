@@ -133,10 +133,13 @@ def python(trace: Trace, *, source: bool = True, comments: bool = True, imports:
     return "\n".join(lines) + "\n"
 
 
-def default_namespace() -> dict:
-    from thunderlab.ops import ltorch, prims
+# the modules printed programs refer to; thunderlab.ops adds prims and ltorch when imported
+NAMESPACE: dict[str, object] = {"torch": torch}
 
-    return {"torch": torch, "prims": prims, "ltorch": ltorch}
+
+def default_namespace() -> dict:
+    """The globals a printed program runs with: torch, prims and ltorch."""
+    return dict(NAMESPACE)
 
 
 def to_callable(trace: Trace, namespace: dict | None = None, *, impls: dict | None = None):
