@@ -63,7 +63,6 @@ class CompileRecord:
     error: str | None = None
     created: float = field(default_factory=time.time)
     graph_index: int = 0
-    cache: dict[str, int] = field(default_factory=lambda: {"hits": 0, "misses": 0})
     # what re-running needs: the captured program and the inputs it was captured for
     captured: Program | None = field(default=None, repr=False)
     example_inputs: tuple | None = field(default=None, repr=False)

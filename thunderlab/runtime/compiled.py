@@ -111,7 +111,6 @@ class CompiledGraph:
         fn = bind(final.forward)
         entry = _Entry(fn, lifted, record)
         self.cache[key] = entry
-        record.cache = {"hits": self.hits, "misses": self.misses}
         return entry
 
 
