@@ -1,0 +1,55 @@
+"""FX graph -> trace: readable input names, source lines, opaque calls, clear errors."""
+import pytest
+import torch
+
+import thunderlab
+from thunderlab.core.trace import TraceError
+from thunderlab.frontend.fx import input_name, lower
+
+
+@pytest.mark.parametrize("raw, want", [
+    ("L_self_modules_fc_parameters_weight_", "fc_weight"),
+    ("L_x_", "x"),
+    ("L_self_modules_blocks_modules_0_modules_ln_parameters_bias_", "blocks_0_ln_bias"),
+    ("s77", "s77"),
+    ("L_lambda_", "a_lambda"),
+])
+def test_input_names(raw, want):
+    assert input_name(raw) == want
+
+
+def test_module_parameters_become_named_inputs():
+    m = torch.nn.Sequential(torch.nn.Linear(3, 3))
+    j = thunderlab.jit(m)
+    j(torch.randn(2, 3))
+    inputs = [i.name for i in thunderlab.last_record(j).steps[0].program.forward.inputs]
+    assert len(inputs) == 3
+    assert any(n.endswith("weight") for n in inputs) and any(n.endswith("bias") for n in inputs)
+
+
+def test_wrong_number_of_inputs_is_a_clear_error():
+    gm = torch.fx.symbolic_trace(lambda x, y: x + y)
+    with pytest.raises(TraceError, match="takes 2 inputs, got 1"):
+        lower(gm, (torch.randn(2),))
+
+
+def test_shape_errors_name_the_op_and_source_line():
+    def f(x, y):
+        return x.view(7, -1) + y
+
+    j = thunderlab.jit(f)
+    with pytest.raises(Exception) as e:
+        j(torch.randn(4, 4), torch.randn(4))
+    msg = str(e.value)
+    assert "view" in msg and "[7, -1]" in msg
+
+
+def test_tensor_methods_and_views_trace():
+    def f(x):
+        a, b = x.chunk(2, dim=-1)
+        y = torch.cat([a.transpose(0, 1), b.permute(1, 0)], dim=0)
+        return y.contiguous().flatten()[1:-1:2].unsqueeze(0).expand(3, -1) * x.mean()
+
+    j = thunderlab.jit(f, pipeline="dce,cse,claim{decompose=all},del", verify=True)
+    x = torch.randn(4, 6)
+    torch.testing.assert_close(j(x), f(x))
