@@ -118,6 +118,7 @@ class BoundSymbol:
     origin: str | None = None
     executor: str | None = None
     declined: tuple[tuple[str, str], ...] = ()  # (executor, reason) for each executor that said no
+    derived_from: int | None = None  # in a backward trace: the id of the forward call it differentiates
 
     @property
     def inputs(self) -> list[TensorProxy]:

@@ -45,10 +45,12 @@ class Trace:
     inputs: list = field(default_factory=list)
     bound_symbols: list[BoundSymbol] = field(default_factory=list)
     output: Any = None
+    meta: dict = field(default_factory=dict, repr=False)  # facts passes hand on (e.g. which outputs backward differentiates)
     _names: set = field(default_factory=set, repr=False)
     _counter: int = field(default=0, repr=False)
     _scopes: list = field(default_factory=list, repr=False)
     _source: SourceInfo | None = field(default=None, repr=False)
+    _derived: int | None = field(default=None, repr=False)
 
     # -- names and proxies -------------------------------------------------
     def add_name(self, name: str) -> str:
@@ -78,6 +80,7 @@ class Trace:
             inputs=list(self.inputs),
             bound_symbols=list(self.bound_symbols),
             output=self.output,
+            meta=dict(self.meta),
             _names=set(self._names),
             _counter=self._counter,
         )
@@ -105,6 +108,16 @@ class Trace:
         finally:
             self._source = prev
 
+    @contextmanager
+    def deriving(self, forward: BoundSymbol):
+        """Calls recorded inside come from differentiating ``forward``: they keep its id and source."""
+        prev = self._derived, self._source
+        self._derived, self._source = forward.id, forward.source
+        try:
+            yield
+        finally:
+            self._derived, self._source = prev
+
     def bind(self, sym: Symbol, args: tuple, kwargs: dict):
         """Record one call of ``sym``; return its output proxies."""
         if sym.decomposition is not None:
@@ -125,7 +138,7 @@ class Trace:
         else:
             out = sym.meta(*args, **kwargs)
             subsymbols = ()
-        bsym = BoundSymbol(sym, tuple(args), dict(kwargs), out, subsymbols, self._source)
+        bsym = BoundSymbol(sym, tuple(args), dict(kwargs), out, subsymbols, self._source, derived_from=self._derived)
         self._scopes[-1].append(bsym)
         return out
 

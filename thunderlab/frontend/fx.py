@@ -97,7 +97,8 @@ class Lowering:
     def placeholder(self, node, a):
         name = self.trace.add_name(input_name(node.target))
         if isinstance(a, torch.Tensor):
-            p = TensorProxy(name, tuple(a.shape), a.dtype, a.device, a.requires_grad)
+            # under no_grad nothing needs a gradient, whatever the tensors say
+            p = TensorProxy(name, tuple(a.shape), a.dtype, a.device, a.requires_grad and torch.is_grad_enabled())
             self.trace.inputs.append(p)
             self.inputs_by_name[name] = p
             return p

@@ -14,6 +14,8 @@ from thunderlab.inspect.record import CompileRecord, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import verify
 
+from .autograd import training_callable
+
 _RECORDS: list[CompileRecord] = []
 
 
@@ -73,7 +75,7 @@ class CompiledGraph:
         self.records: list[CompileRecord] = []
 
     def __call__(self, *args):
-        key = tuple(map(_meta, args))
+        key = (torch.is_grad_enabled(), *map(_meta, args))
         entry = self.cache.get(key)
         if entry is None:
             self.misses += 1
@@ -108,7 +110,7 @@ class CompiledGraph:
         if error:
             record.error = error
             raise CompileError(error, record)
-        fn = bind(final.forward)
+        fn = training_callable(final) if "backward" in final.traces else bind(final.forward)
         entry = _Entry(fn, lifted, record)
         self.cache[key] = entry
         return entry

@@ -1,0 +1,649 @@
+"""Derivative rules: one entry per symbol, keyed by its printed name ("prims.mul").
+
+A rule receives the forward call and the gradient of its output(s) (a proxy, or a tuple
+with None where an output has no gradient) and returns ``(input, gradient)`` pairs; pairs
+whose first element is not a tensor are ignored, and a repeated input accumulates. Rules
+run inside the backward trace, so every op they call is recorded there.
+
+A call with no rule is differentiated through its decomposition; a call with neither
+(an opaque torch call) falls back to ``ltorch.eager_vjp``, which asks PyTorch's autograd.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from thunderlab.core.proxies import TensorProxy
+from thunderlab.core.symbols import BoundSymbol, Symbol, tree_flatten
+from thunderlab.core.trace import current_trace
+
+from . import prims
+from . import torch_ops as lt
+
+VJP: dict[str, Callable] = {}
+
+
+def vjp(*qualnames: str):
+    """Register a derivative rule for the named symbols."""
+
+    def deco(fn):
+        for q in qualnames:
+            VJP[q] = fn
+        return fn
+
+    return deco
+
+
+def has_rule(b: BoundSymbol) -> bool:
+    return b.sym.qualname in VJP
+
+
+def _is_t(x) -> bool:
+    return isinstance(x, TensorProxy)
+
+
+def sum_to(g, shape):
+    """Undo broadcasting: sum ``g`` down to ``shape``."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
+    out = prims.sum(g, dims) if dims else g
+    return prims.reshape(out, shape)
+
+
+def _bcast(v, shape, dims):
+    """Broadcast a reduced value back over the reduced ``dims`` of ``shape``."""
+    kept = tuple(i for i in range(len(shape)) if i not in dims)
+    return prims.broadcast_in_dim(v, tuple(shape), kept)
+
+
+# -- elementwise ----------------------------------------------------------------------------
+def _unary(name):
+    return vjp(f"prims.{name}")
+
+
+@_unary("neg")
+def _(b, g):
+    return [(b.args[0], prims.neg(g))]
+
+
+@_unary("abs")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, prims.sign(b.args[0])))]
+
+
+@_unary("exp")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, b.output))]
+
+
+@_unary("exp2")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, prims.mul(b.output, math.log(2.0))))]
+
+
+@_unary("expm1")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, prims.add(b.output, 1.0)))]
+
+
+@_unary("log")
+def _(b, g):
+    return [(b.args[0], prims.div(g, b.args[0]))]
+
+
+@_unary("log1p")
+def _(b, g):
+    return [(b.args[0], prims.div(g, prims.add(b.args[0], 1.0)))]
+
+
+@_unary("log2")
+def _(b, g):
+    return [(b.args[0], prims.div(g, prims.mul(b.args[0], math.log(2.0))))]
+
+
+@_unary("log10")
+def _(b, g):
+    return [(b.args[0], prims.div(g, prims.mul(b.args[0], math.log(10.0))))]
+
+
+@_unary("sin")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, prims.cos(b.args[0])))]
+
+
+@_unary("cos")
+def _(b, g):
+    return [(b.args[0], prims.neg(prims.mul(g, prims.sin(b.args[0]))))]
+
+
+@_unary("tan")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, prims.add(prims.mul(b.output, b.output), 1.0)))]
+
+
+@_unary("tanh")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, prims.sub(1.0, prims.mul(b.output, b.output))))]
+
+
+@_unary("sigmoid")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, prims.mul(b.output, prims.sub(1.0, b.output))))]
+
+
+@_unary("sqrt")
+def _(b, g):
+    return [(b.args[0], prims.div(g, prims.mul(b.output, 2.0)))]
+
+
+@_unary("rsqrt")
+def _(b, g):
+    o = b.output
+    return [(b.args[0], prims.mul(g, prims.mul(prims.mul(o, prims.mul(o, o)), -0.5)))]
+
+
+@_unary("reciprocal")
+def _(b, g):
+    return [(b.args[0], prims.neg(prims.mul(g, prims.mul(b.output, b.output))))]
+
+
+@_unary("erf")
+def _(b, g):
+    a = b.args[0]
+    return [(a, prims.mul(g, prims.mul(prims.exp(prims.neg(prims.mul(a, a))), 2.0 / math.sqrt(math.pi))))]
+
+
+@_unary("erfc")
+def _(b, g):
+    a = b.args[0]
+    return [(a, prims.mul(g, prims.mul(prims.exp(prims.neg(prims.mul(a, a))), -2.0 / math.sqrt(math.pi))))]
+
+
+@_unary("asin")
+def _(b, g):
+    a = b.args[0]
+    return [(a, prims.mul(g, prims.rsqrt(prims.sub(1.0, prims.mul(a, a)))))]
+
+
+@_unary("acos")
+def _(b, g):
+    a = b.args[0]
+    return [(a, prims.neg(prims.mul(g, prims.rsqrt(prims.sub(1.0, prims.mul(a, a))))))]
+
+
+@_unary("atan")
+def _(b, g):
+    a = b.args[0]
+    return [(a, prims.div(g, prims.add(prims.mul(a, a), 1.0)))]
+
+
+@_unary("sinh")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, prims.cosh(b.args[0])))]
+
+
+@_unary("cosh")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, prims.sinh(b.args[0])))]
+
+
+@_unary("asinh")
+def _(b, g):
+    a = b.args[0]
+    return [(a, prims.mul(g, prims.rsqrt(prims.add(prims.mul(a, a), 1.0))))]
+
+
+@_unary("acosh")
+def _(b, g):
+    a = b.args[0]
+    return [(a, prims.mul(g, prims.rsqrt(prims.sub(prims.mul(a, a), 1.0))))]
+
+
+@_unary("atanh")
+def _(b, g):
+    a = b.args[0]
+    return [(a, prims.div(g, prims.sub(1.0, prims.mul(a, a))))]
+
+
+@vjp("prims.floor", "prims.ceil", "prims.round", "prims.trunc", "prims.sign")
+def _(b, g):
+    return []  # zero almost everywhere
+
+
+@vjp("prims.add")
+def _(b, g):
+    a, c = b.args
+    return [(a, g), (c, g)]
+
+
+@vjp("prims.sub")
+def _(b, g):
+    a, c = b.args
+    return [(a, g), (c, prims.neg(g) if _is_t(c) else None)]
+
+
+@vjp("prims.mul")
+def _(b, g):
+    a, c = b.args
+    return [(a, prims.mul(g, c) if _is_t(a) else None), (c, prims.mul(g, a) if _is_t(c) else None)]
+
+
+@vjp("prims.div")
+def _(b, g):
+    a, c = b.args
+    ga = prims.div(g, c) if _is_t(a) else None
+    gc = prims.neg(prims.div(prims.mul(g, b.output), c)) if _is_t(c) else None
+    return [(a, ga), (c, gc)]
+
+
+@vjp("prims.pow")
+def _(b, g):
+    a, e = b.args
+    out = []
+    if _is_t(a):
+        em1 = prims.sub(e, 1.0) if _is_t(e) else e - 1
+        out.append((a, prims.mul(g, prims.mul(e, prims.pow(a, em1)))))
+    if _is_t(e):
+        base = prims.log(a) if _is_t(a) else math.log(a) if a > 0 else float("nan")
+        out.append((e, prims.mul(g, prims.mul(b.output, base))))
+    return out
+
+
+def _minmax(b, g, cmp):
+    a, c = b.args
+    win = cmp(a, c)
+    tie = prims.eq(a, c)
+    half = prims.mul(g, 0.5)
+    zero = prims.full(g.shape, 0.0, dtype=g.dtype, device=g.device)
+    ga = prims.where(tie, half, prims.where(win, g, zero))
+    gc = prims.where(tie, half, prims.where(win, zero, g))
+    return [(a, ga), (c, gc)]
+
+
+@vjp("prims.maximum")
+def _(b, g):
+    return _minmax(b, g, prims.gt)
+
+
+@vjp("prims.minimum")
+def _(b, g):
+    return _minmax(b, g, prims.lt)
+
+
+@vjp("prims.atan2")
+def _(b, g):
+    a, c = b.args
+    denom = prims.add(prims.mul(a, a), prims.mul(c, c))
+    return [(a, prims.div(prims.mul(g, c), denom)), (c, prims.neg(prims.div(prims.mul(g, a), denom)))]
+
+
+@vjp("prims.remainder")
+def _(b, g):
+    a, c = b.args
+    gc = prims.neg(prims.mul(g, prims.floor(prims.div(a, c)))) if _is_t(c) else None
+    return [(a, g), (c, gc)]
+
+
+@vjp("prims.fmod")
+def _(b, g):
+    a, c = b.args
+    gc = prims.neg(prims.mul(g, prims.trunc(prims.div(a, c)))) if _is_t(c) else None
+    return [(a, g), (c, gc)]
+
+
+@vjp("prims.where")
+def _(b, g):
+    pred, a, c = b.args
+    zero = prims.full(g.shape, 0.0, dtype=g.dtype, device=g.device)
+    return [(a, prims.where(pred, g, zero) if _is_t(a) else None),
+            (c, prims.where(pred, zero, g) if _is_t(c) else None)]
+
+
+@vjp("prims.convert_element_type")
+def _(b, g):
+    a = b.args[0]
+    return [(a, prims.convert_element_type(g, a.dtype) if g.dtype != a.dtype else g)]
+
+
+# -- shapes ---------------------------------------------------------------------------------
+@vjp("prims.broadcast_in_dim")
+def _(b, g):
+    a, shape, bdims = b.args
+    new_dims = tuple(i for i in range(len(shape)) if i not in bdims)
+    expanded = tuple(d for d, s in zip(bdims, a.shape) if s == 1 and shape[d] != 1)
+    dims = tuple(sorted(new_dims + expanded))
+    out = prims.sum(g, dims) if dims else g
+    return [(a, prims.reshape(out, a.shape))]
+
+
+@vjp("prims.reshape", "prims.squeeze")
+def _(b, g):
+    a = b.args[0]
+    return [(a, prims.reshape(g, a.shape))]
+
+
+@vjp("prims.transpose")
+def _(b, g):
+    a, perm = b.args
+    inv = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inv[p] = i
+    return [(a, prims.transpose(g, tuple(inv)))]
+
+
+@vjp("prims.slice")
+def _(b, g):
+    a, starts, ends = b.args[:3]
+    strides = b.args[3] if len(b.args) > 3 and b.args[3] else (1,) * a.ndim
+    config = []
+    for s, st, n, m in zip(starts, strides, a.shape, g.shape):
+        last = s + (m - 1) * st + 1 if m else s
+        config.append((s, n - last, st - 1) if m else (s, n - s, 0))
+    if any(m == 0 for m in g.shape):
+        return [(a, prims.full(a.shape, 0.0, dtype=g.dtype, device=g.device))]
+    return [(a, prims.pad(g, 0.0, tuple(config)))]
+
+
+@vjp("prims.pad")
+def _(b, g):
+    a, _value, config = b.args
+    if any(lo < 0 or hi < 0 for lo, hi, _ in config):
+        return NotImplemented
+    starts = tuple(lo for lo, _, _ in config)
+    steps = tuple(it + 1 for _, _, it in config)
+    ends = tuple(lo + (n - 1) * st + 1 if n else lo for (lo, _, _), n, st in zip(config, a.shape, steps))
+    return [(a, prims.slice(g, starts, ends, steps)), (_value, None)]
+
+
+@vjp("prims.cat")
+def _(b, g):
+    tensors, dim = b.args
+    out, start = [], 0
+    for t in tensors:
+        starts = [0] * g.ndim
+        ends = list(g.shape)
+        starts[dim], ends[dim] = start, start + t.shape[dim]
+        out.append((t, prims.slice(g, tuple(starts), tuple(ends), (1,) * g.ndim)))
+        start += t.shape[dim]
+    return out
+
+
+@vjp("prims.flip")
+def _(b, g):
+    return [(b.args[0], prims.flip(g, b.args[1]))]
+
+
+# -- reductions -----------------------------------------------------------------------------
+@vjp("prims.sum")
+def _(b, g):
+    a, dims = b.args
+    return [(a, _bcast(g, a.shape, dims) if dims else g)]
+
+
+@vjp("prims.prod")
+def _(b, g):
+    a, dims = b.args
+    if not dims:
+        return [(a, g)]
+    return [(a, prims.div(prims.mul(_bcast(g, a.shape, dims), _bcast(b.output, a.shape, dims)), a))]
+
+
+@vjp("prims.amax", "prims.amin")
+def _(b, g):
+    a, dims = b.args
+    if not dims:
+        return [(a, g)]
+    hit = prims.convert_element_type(prims.eq(a, _bcast(b.output, a.shape, dims)), g.dtype)
+    count = prims.sum(hit, dims)
+    return [(a, prims.mul(hit, _bcast(prims.div(g, count), a.shape, dims)))]
+
+
+def _var_grad(a, dims, correction, gv):
+    n = math.prod(a.shape[d] for d in dims) if dims else 1
+    mean = _bcast(prims.div(prims.sum(a, dims), n), a.shape, dims)
+    scale = 2.0 / max(n - correction, 0) if n - correction > 0 else float("inf")
+    return prims.mul(prims.mul(_bcast(gv, a.shape, dims), prims.sub(a, mean)), scale)
+
+
+@vjp("prims.var")
+def _(b, g):
+    a, dims = b.args
+    return [(a, _var_grad(a, dims, b.kwargs["correction"], g))]
+
+
+@vjp("prims.var_mean")
+def _(b, g):
+    a, dims = b.args
+    gv, gm = g
+    grads = []
+    if gv is not None:
+        grads.append((a, _var_grad(a, dims, b.kwargs["correction"], gv)))
+    if gm is not None:
+        n = math.prod(a.shape[d] for d in dims) if dims else 1
+        grads.append((a, prims.div(_bcast(gm, a.shape, dims), n)))
+    return grads
+
+
+@vjp("prims.cumsum")
+def _(b, g):
+    a, dim = b.args
+    return [(a, prims.flip(prims.cumsum(prims.flip(g, (dim,)), dim), (dim,)))]
+
+
+# -- indexing -------------------------------------------------------------------------------
+@vjp("prims.take")
+def _(b, g):
+    a, index, dim = b.args
+    n = index.numel()
+    flat_shape = a.shape[:dim] + (n,) + a.shape[dim + 1:]
+    g2 = prims.reshape(g, flat_shape)
+    idx = prims.broadcast_in_dim(prims.reshape(index, (n,)), flat_shape, (dim,))
+    zero = prims.full(a.shape, 0.0, dtype=g.dtype, device=g.device)
+    return [(a, prims.scatter_add(zero, dim, idx, g2))]
+
+
+@vjp("prims.gather")
+def _(b, g):
+    a, dim, index = b.args
+    zero = prims.full(a.shape, 0.0, dtype=g.dtype, device=g.device)
+    return [(a, prims.scatter_add(zero, dim, index, g))]
+
+
+# -- linear algebra -------------------------------------------------------------------------
+def _mT(x):
+    perm = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    return prims.transpose(x, perm)
+
+
+@vjp("prims.matmul", "ltorch.matmul", "ltorch.mm", "ltorch.bmm")
+def _(b, g):
+    a, c = b.args[:2]
+    a2 = prims.reshape(a, (1,) + a.shape) if a.ndim == 1 else a
+    c2 = prims.reshape(c, c.shape + (1,)) if c.ndim == 1 else c
+    g2 = g
+    if a.ndim == 1:
+        g2 = prims.reshape(g2, g2.shape[:-1] + (1,) + g2.shape[-1:]) if c.ndim > 1 else prims.reshape(g2, g2.shape + (1,))
+    if c.ndim == 1:
+        g2 = prims.reshape(g2, g2.shape + (1,))
+    ga = sum_to(prims.matmul(g2, _mT(c2)), a2.shape)
+    gc = sum_to(prims.matmul(_mT(a2), g2), c2.shape)
+    return [(a, prims.reshape(ga, a.shape)), (c, prims.reshape(gc, c.shape))]
+
+
+@vjp("prims.linear", "ltorch.linear")
+def _(b, g):
+    a, w = b.args[:2]
+    bias = b.args[2] if len(b.args) > 2 else b.kwargs.get("bias")
+    ga = prims.matmul(g, w)
+    g2 = prims.reshape(g, (g.numel() // g.shape[-1], g.shape[-1])) if g.ndim != 2 else g
+    a2 = prims.reshape(a, (a.numel() // a.shape[-1], a.shape[-1])) if a.ndim != 2 else a
+    if g.ndim == 1:
+        gw = prims.matmul(prims.reshape(g, (g.shape[0], 1)), prims.reshape(a, (1, a.shape[0])))
+    else:
+        gw = prims.matmul(_mT(g2), a2)
+    pairs = [(a, ga), (w, gw)]
+    if _is_t(bias):
+        pairs.append((bias, prims.sum(g, tuple(range(g.ndim - 1))) if g.ndim > 1 else g))
+    return pairs
+
+
+# -- torch-level ops kept whole ---------------------------------------------------------------
+@vjp("ltorch.layer_norm")
+def _(b, g):
+    a, normalized_shape = b.args[:2]
+    rest = list(b.args[2:]) + [None] * 3
+    weight = b.kwargs.get("weight", rest[0])
+    bias = b.kwargs.get("bias", rest[1])
+    eps = b.kwargs.get("eps", rest[2] if rest[2] is not None else 1e-5)
+    dims = tuple(range(a.ndim - len(normalized_shape), a.ndim))
+    n = math.prod(normalized_shape)
+    var, mean = prims.var_mean(a, dims, correction=0)
+    rstd = _bcast(prims.rsqrt(prims.add(var, eps)), a.shape, dims)
+    xhat = prims.mul(prims.sub(a, _bcast(mean, a.shape, dims)), rstd)
+    gx = lt.mul(g, weight) if _is_t(weight) else g
+    s1 = _bcast(prims.sum(gx, dims), a.shape, dims)
+    s2 = _bcast(prims.sum(prims.mul(gx, xhat), dims), a.shape, dims)
+    ga = prims.mul(prims.mul(rstd, 1.0 / n), prims.sub(prims.sub(prims.mul(gx, float(n)), s1), prims.mul(xhat, s2)))
+    lead = tuple(range(a.ndim - len(normalized_shape)))
+    pairs = [(a, ga)]
+    if _is_t(weight):
+        pairs.append((weight, prims.sum(prims.mul(g, xhat), lead) if lead else prims.mul(g, xhat)))
+    if _is_t(bias):
+        pairs.append((bias, prims.sum(g, lead) if lead else g))
+    return pairs
+
+
+@vjp("ltorch.embedding")
+def _(b, g):
+    idx, weight = b.args[:2]
+    n = idx.numel()
+    g2 = prims.reshape(g, (n, weight.shape[1]))
+    i2 = prims.broadcast_in_dim(prims.reshape(idx, (n,)), (n, weight.shape[1]), (0,))
+    zero = prims.full(weight.shape, 0.0, dtype=g.dtype, device=g.device)
+    padding_idx = b.args[2] if len(b.args) > 2 else b.kwargs.get("padding_idx")
+    if padding_idx is not None:
+        keep = lt.ne(i2, padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx)
+        g2 = lt.where(keep, g2, 0.0)
+    return [(weight, prims.scatter_add(zero, 0, i2, g2))]
+
+
+@vjp("ltorch.scaled_dot_product_attention")
+def _(b, g):
+    sig = ["q", "k", "v", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+    p = dict(zip(sig, b.args))
+    p.update(b.kwargs)
+    q, k, v = p["q"], p["k"], p["v"]
+    mask, causal, scale = p.get("attn_mask"), p.get("is_causal", False), p.get("scale")
+    if p.get("dropout_p", 0.0) or (p.get("enable_gqa") and q.shape[-3] != k.shape[-3]):
+        return NotImplemented
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = lt.mul(lt.matmul(q, _mT(k)), scale)
+    L, S = q.shape[-2], k.shape[-2]
+    if causal:
+        scores = lt.where(lt.tril(prims.full((L, S), True, dtype=torch.bool, device=q.device)), scores, -float("inf"))
+    if _is_t(mask):
+        scores = lt.where(mask, scores, -float("inf")) if mask.dtype == torch.bool else lt.add(scores, mask)
+    probs = lt.softmax(scores, -1)
+    gv = sum_to(lt.matmul(_mT(probs), g), v.shape)
+    gp = lt.matmul(g, _mT(v))
+    gs = lt.mul(probs, lt.sub(gp, lt.sum(lt.mul(gp, probs), -1, keepdim=True)))
+    gq = sum_to(lt.mul(lt.matmul(gs, k), scale), q.shape)
+    gk = sum_to(lt.mul(lt.matmul(_mT(gs), q), scale), k.shape)
+    pairs = [(q, gq), (k, gk), (v, gv)]
+    if _is_t(mask) and mask.dtype.is_floating_point and mask.requires_grad:
+        pairs.append((mask, sum_to(gs, mask.shape)))
+    return pairs
+
+
+@vjp("ltorch.cross_entropy")
+def _(b, g):
+    sig = ["a", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"]
+    p = dict(zip(sig, b.args))
+    p.update(b.kwargs)
+    a, target = p["a"], p["target"]
+    if (p.get("weight") is not None or p.get("label_smoothing", 0.0) or target.dtype.is_floating_point
+            or a.ndim != 2 or p.get("size_average") is not None or p.get("reduce") is not None):
+        return NotImplemented
+    ignore, reduction = p.get("ignore_index", -100), p.get("reduction", "mean")
+    probs = lt.softmax(a, 1)
+    n, c = a.shape
+    classes = prims.broadcast_in_dim(prims.iota(c, start=0, step=1, dtype=target.dtype, device=a.device), (n, c), (1,))
+    onehot = lt.eq(classes, prims.broadcast_in_dim(target, (n, c), (0,)))
+    valid = lt.ne(target, ignore)
+    grad = lt.where(onehot, lt.sub(probs, 1.0), probs)
+    grad = lt.where(prims.broadcast_in_dim(valid, (n, c), (0,)), grad, 0.0)
+    if reduction == "mean":
+        count = lt.sum(lt.to(valid, a.dtype))
+        gs = lt.div(g, count)
+    elif reduction == "sum":
+        gs = g
+    else:
+        gs = prims.broadcast_in_dim(g, (n, c), (0,))
+        return [(a, lt.mul(grad, gs))]
+    return [(a, lt.mul(grad, prims.broadcast_in_dim(gs, (n, c), ())))]
+
+
+# -- the fallback: ask PyTorch's autograd ------------------------------------------------------
+def _resolve(qualname: str):
+    from . import mapping
+
+    root, _, rest = qualname.partition(".")
+    obj = {"prims": prims, "ltorch": lt, "torch": torch}.get(root)
+    if obj is None:
+        for sym in mapping._OPAQUE.values():
+            if sym.qualname == qualname:
+                return sym.impl
+        raise KeyError(f"cannot find {qualname!r} to differentiate it")
+    for part in rest.split("."):
+        obj = getattr(obj, part)
+    return obj.impl if isinstance(obj, Symbol) else obj
+
+
+def _float_tensors(args, kwargs) -> list:
+    return [v for v in tree_flatten((args, kwargs)) if isinstance(v, (torch.Tensor, TensorProxy))
+            and (v.dtype.is_floating_point or v.dtype.is_complex)]
+
+
+def _eager_vjp_impl(qualname, args, kwargs, grads):
+    fn = _resolve(qualname)
+    leaves = {}
+
+    def leaf(v):
+        if isinstance(v, torch.Tensor) and (v.dtype.is_floating_point or v.dtype.is_complex):
+            t = leaves.get(id(v))
+            if t is None:
+                t = leaves[id(v)] = v.detach().requires_grad_()
+            return t
+        return v
+
+    from thunderlab.core.symbols import tree_map
+
+    with torch.enable_grad():
+        a2, k2 = tree_map(leaf, args), tree_map(leaf, kwargs)
+        out = fn(*a2, **k2)
+        outs = [o for o in tree_flatten(out) if isinstance(o, torch.Tensor)]
+        pairs = [(o, gr) for o, gr in zip(outs, grads) if gr is not None and o.requires_grad]
+        inputs = [leaf(v) for v in _float_tensors(args, kwargs)]
+        res = torch.autograd.grad([o for o, _ in pairs], inputs, [gr for _, gr in pairs], allow_unused=True)
+    return tuple(torch.zeros_like(i) if r is None else r for i, r in zip(inputs, res))
+
+
+def _eager_vjp_meta(qualname, args, kwargs, grads):
+    tr = current_trace()
+    return tuple(tr.proxy(v.shape, v.dtype, v.device) for v in _float_tensors(args, kwargs))
+
+
+eager_vjp = Symbol(name="eager_vjp", module="ltorch", impl=_eager_vjp_impl, meta=_eager_vjp_meta)
+setattr(lt, "eager_vjp", eager_vjp)
+
+
+def eager_rule(b: BoundSymbol, g):
+    """Differentiate ``b`` by running it under PyTorch autograd in the backward trace."""
+    grads = tuple(g) if isinstance(g, tuple) else (g,)
+    outs = eager_vjp(b.sym.qualname, b.args, b.kwargs, grads)
+    return list(zip(_float_tensors(b.args, b.kwargs), outs))

@@ -1,0 +1,136 @@
+"""autodiff: split a forward trace into forward (returning saved values) and backward traces."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from thunderlab.core.program import Program
+from thunderlab.core.proxies import TensorProxy
+from thunderlab.core.symbols import BoundSymbol, proxies_in, tree_flatten
+from thunderlab.core.trace import Trace
+from thunderlab.ops import prims
+from thunderlab.ops.vjp import VJP, eager_rule
+
+from .base import Pass, register_pass
+
+
+def _differentiable(p) -> bool:
+    return isinstance(p, TensorProxy) and (p.dtype.is_floating_point or p.dtype.is_complex)
+
+
+def _expand(bsyms, needs: set[str]) -> list[BoundSymbol]:
+    """Replace calls that need a gradient but have no rule by their decompositions."""
+    out = []
+    for b in bsyms:
+        wants = any(p.name in needs for p in b.inputs)
+        if wants and b.sym.qualname not in VJP and b.subsymbols:
+            out.extend(_expand(b.subsymbols, needs))
+            continue
+        if wants:
+            needs.update(p.name for p in b.outputs if _differentiable(p))
+        out.append(b)
+    return out
+
+
+def _with_grads(bw: Trace, b: BoundSymbol, grads: dict) -> list:
+    gs = [grads.get(p.name) for p in b.outputs]
+    g = gs[0] if isinstance(b.output, TensorProxy) else tuple(gs)
+    rule = VJP.get(b.sym.qualname)
+    with bw.deriving(b):
+        pairs = rule(b, g) if rule is not None else NotImplemented
+        if pairs is NotImplemented:
+            if b.subsymbols:
+                return NotImplemented
+            pairs = eager_rule(b, g)
+    return pairs
+
+
+def _backprop(bw: Trace, bsyms, needs, grads) -> None:
+    for b in reversed(bsyms):
+        if not any(grads.get(p.name) is not None for p in b.outputs):
+            continue
+        if not any(p.name in needs for p in b.inputs):
+            continue
+        if b.sym.side_effect and not b.outputs:
+            continue
+        pairs = _with_grads(bw, b, grads)
+        if pairs is NotImplemented:  # the rule declined these arguments: go through the decomposition
+            _backprop(bw, b.subsymbols, needs, grads)
+            continue
+        for p, gp in pairs:
+            if not isinstance(p, TensorProxy) or gp is None or p.name not in needs:
+                continue
+            if gp.shape != p.shape:
+                raise ValueError(f"the derivative rule of {b.sym.qualname} gave a gradient of shape {list(gp.shape)} "
+                                 f"for {p.name} of shape {list(p.shape)}")
+            with bw.deriving(b):
+                if gp.dtype != p.dtype:
+                    gp = prims.convert_element_type(gp, p.dtype)
+                prev = grads.get(p.name)
+                grads[p.name] = gp if prev is None else prims.add(prev, gp)
+
+
+def split(trace: Trace) -> tuple[Trace, Trace] | None:
+    """(forward, backward) for ``trace``, or None when no input requires grad."""
+    needs = {p.name for p in trace.tensor_inputs() if p.requires_grad and _differentiable(p)}
+    if not needs:
+        return None
+    fwd_bsyms = _expand(trace.bound_symbols, set(needs))
+    needs_all = set(needs)
+    for b in fwd_bsyms:
+        if any(p.name in needs_all for p in b.inputs):
+            needs_all.update(p.name for p in b.outputs if _differentiable(p))
+    bw = trace.derive(name="backward", inputs=[], bound_symbols=[], output=None)
+    grads: dict[str, TensorProxy] = {}
+    grad_inputs, grad_of = [], []
+    seen = set()
+    for p in trace.output_proxies():
+        if p.name in needs_all and p.name not in seen:
+            seen.add(p.name)
+            gp = bw.proxy(p.shape, p.dtype, p.device, name=f"grad_{p.name}")
+            grads[p.name] = gp
+            grad_inputs.append(gp)
+            grad_of.append(p.name)
+    with bw.active():
+        _backprop(bw, fwd_bsyms, needs_all, grads)
+    bw.output = tuple(grads.get(p.name) if p.name in needs else None for p in trace.tensor_inputs())
+    defined = {p.name for b in bw.bound_symbols for p in b.outputs} | {g.name for g in grad_inputs}
+    saved, names = [], set()
+    for v in [p for b in bw.bound_symbols for p in b.inputs] + [p for p in tree_flatten(bw.output) if isinstance(p, TensorProxy)]:
+        if v.name not in defined and v.name not in names:
+            names.add(v.name)
+            saved.append(v)
+    bw.inputs = saved + grad_inputs
+    bw.meta["grad_of"] = grad_of  # the forward outputs whose gradients backward takes, in order
+    fw = trace.derive(bound_symbols=fwd_bsyms, output=(trace.output, tuple(saved)))
+    fw._names |= bw._names
+    bw._names |= fw._names
+    return fw, bw
+
+
+@register_pass
+@dataclass(frozen=True)
+class Autodiff(Pass):
+    """Differentiate: a forward trace that also returns what backward needs, and a backward trace."""
+
+    name = "autodiff"
+
+    def __call__(self, program: Program) -> Program:
+        if "backward" in program.traces:
+            return program
+        parts = split(program.forward)
+        if parts is None:
+            return program
+        fw, bw = parts
+        return Program({"forward": fw, "backward": bw})
+
+    def describe(self, before: Program, after: Program) -> dict:
+        if "backward" not in after.traces:
+            return {"differentiated": False}
+        saved = after.forward.output[1]
+        links = {b.id: b.derived_from for b in after.traces["backward"].bound_symbols}
+        return {"differentiated": True, "saved": [p.name for p in saved], "saved_bytes": saved_bytes(saved),
+                "backward_to_forward": links}
+
+
+def saved_bytes(saved) -> int:
+    return sum(p.numel() * p.dtype.itemsize for p in proxies_in(saved))
