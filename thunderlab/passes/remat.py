@@ -1,0 +1,103 @@
+"""remat: choose what forward saves for backward and what backward recomputes (a min-cut)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from thunderlab.core.program import Program
+from thunderlab.core.proxies import TensorProxy
+from thunderlab.core.symbols import BoundSymbol, next_id
+
+from .autodiff import saved_bytes
+from .base import Pass, register_pass
+from .dce import dce_trace
+
+# recomputing these costs real work; they are computed once, in forward
+EXPENSIVE = {"matmul", "linear", "mm", "bmm", "addmm", "baddbmm", "convolution", "conv1d", "conv2d", "conv3d",
+             "scaled_dot_product_attention", "einsum", "eager_vjp"}
+
+
+def recomputable(b: BoundSymbol) -> bool:
+    s = b.sym
+    return not (s.random or s.side_effect or s.module == "torch" or s.name in EXPENSIVE or s.name == "python_del")
+
+
+def _bytes(p: TensorProxy) -> int:
+    return p.numel() * p.dtype.itemsize
+
+
+def plan(forward, saved: list[TensorProxy]) -> tuple[list[TensorProxy], list[BoundSymbol]]:
+    """(values to save, forward calls to recompute in backward, in forward order)."""
+    g = nx.DiGraph()
+    producer: dict[str, BoundSymbol] = {}
+    for p in forward.tensor_inputs():
+        g.add_edge("source", f"{p.name}:in")
+        g.add_edge(f"{p.name}:in", f"{p.name}:out", capacity=_bytes(p))
+    for b in forward.bound_symbols:
+        for o in b.outputs:
+            producer[o.name] = b
+            g.add_edge(f"{o.name}:in", f"{o.name}:out", capacity=_bytes(o))
+            if not recomputable(b):
+                g.add_edge("source", f"{o.name}:in")
+            for i in b.inputs:
+                g.add_edge(f"{i.name}:out", f"{o.name}:in")
+    for p in saved:
+        g.add_edge(f"{p.name}:out", "sink")
+    _, (reach, _) = nx.minimum_cut(g, "source", "sink")
+    new_saved = [p for p in _values(forward) if f"{p.name}:in" in reach and f"{p.name}:out" not in reach
+                 and g.has_edge(f"{p.name}:in", f"{p.name}:out")]
+    recompute_names = {n[:-3] for n in g.nodes if n.endswith(":in") and n not in reach}
+    recompute, seen = [], set()
+    for b in forward.bound_symbols:
+        if any(o.name in recompute_names for o in b.outputs) and b.id not in seen:
+            seen.add(b.id)
+            recompute.append(b)
+    return _needed(new_saved, recompute, saved)
+
+
+def _values(trace) -> list[TensorProxy]:
+    return trace.tensor_inputs() + [o for b in trace.bound_symbols for o in b.outputs]
+
+
+def _needed(new_saved, recompute, saved):
+    """Drop recomputations and saved values that backward does not reach."""
+    want = {p.name for p in saved}
+    keep = []
+    for b in reversed(recompute):
+        if any(o.name in want for o in b.outputs):
+            keep.append(b)
+            want.update(i.name for i in b.inputs)
+    return [p for p in new_saved if p.name in want], keep[::-1]
+
+
+@register_pass
+@dataclass(frozen=True)
+class Remat(Pass):
+    """Rematerialize: save a min-cut of values for backward and recompute cheap ops from them."""
+
+    name = "remat"
+    requires = ("autodiff",)
+
+    def __call__(self, program: Program) -> Program:
+        if "backward" not in program.traces:
+            return program
+        fw, bw = program.forward, program.traces["backward"]
+        out, saved = fw.output
+        saved = list(saved)
+        n_saved = len(saved)
+        new_saved, recompute = plan(fw, saved)
+        grads = bw.inputs[n_saved:]
+        moved = [b.replace(id=next_id(), derived_from=b.id, origin=None) for b in recompute]
+        new_bw = bw.derive(inputs=list(new_saved) + list(grads), bound_symbols=moved + list(bw.bound_symbols))
+        new_fw = dce_trace(fw.derive(output=(out, tuple(new_saved))))
+        return Program({"forward": new_fw, "backward": new_bw})
+
+    def describe(self, before: Program, after: Program) -> dict:
+        if "backward" not in after.traces:
+            return {}
+        b0, b1 = before.forward.output[1], after.forward.output[1]
+        recomputed = sum(1 for b in after.traces["backward"].bound_symbols if b.origin == "remat")
+        return {"saved_bytes_before": saved_bytes(b0), "saved_bytes_after": saved_bytes(b1),
+                "saved_before": len(b0), "saved_after": len(b1), "recomputed": recomputed}
+
