@@ -332,8 +332,10 @@ def _dims_impl(fn):
     return lambda a, dims: fn(a, dim=tuple(dims)) if dims else a.clone()
 
 
-prim("sum", lambda a, dims: torch.sum(a, dim=tuple(dims)) if dims else a.clone(), _reduction_meta("sum"))
+prim("sum", lambda a, dims: torch.sum(a, dim=tuple(dims), dtype=a.dtype) if dims else a.clone(), _reduction_meta("sum"))
 prim("prod", lambda a, dims: _prod(a, dims), _reduction_meta("prod"))
+
+
 def _extremum_meta(name):
     def meta(a, dims):
         for d in dims:
@@ -352,7 +354,7 @@ prim("var", lambda a, dims, *, correction: torch.var(a, dim=tuple(dims), correct
 
 def _prod(a, dims):
     for d in sorted(dims, reverse=True):
-        a = torch.prod(a, d)
+        a = torch.prod(a, d, dtype=a.dtype)  # bool stays bool, as the meta says
     return a if dims else a.clone()
 
 
@@ -372,7 +374,7 @@ def _argmax_meta(a, dim):
 
 prim("argmax", lambda a, dim: torch.argmax(a, dim), _argmax_meta)
 prim("argmin", lambda a, dim: torch.argmin(a, dim), _argmax_meta)
-prim("cumsum", lambda a, dim: torch.cumsum(a, dim), lambda a, dim: _new(a.shape, a.dtype, a.device, [a]))
+prim("cumsum", lambda a, dim: torch.cumsum(a, dim, dtype=a.dtype), lambda a, dim: _new(a.shape, a.dtype, a.device, [a]))
 
 
 def _topk_meta(a, k, dim, largest, sorted):

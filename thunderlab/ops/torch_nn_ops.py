@@ -55,17 +55,26 @@ def bmm(a, b):
     return prims.matmul(a, b)
 
 
-@_sym("addmm", torch.addmm, methods=("addmm",))
-def addmm(a, m1, m2, *, beta=1, alpha=1):
+def _scaled_sum(a, m1, m2, beta, alpha):
+    """beta * a + alpha * (m1 @ m2): addmm and baddbmm, which differ only in their checks."""
     lt = _lt()
+    if not m1.dtype.is_floating_point and not (isinstance(alpha, int) and isinstance(beta, int)):
+        return NotImplemented  # torch truncates float scalars for integer tensors
     prod = prims.matmul(m1, m2)
     prod = lt.mul(prod, alpha) if alpha != 1 else prod
+    if beta == 0:  # a is ignored: its nan and inf do not propagate
+        return prod
     return lt.add(lt.mul(a, beta) if beta != 1 else a, prod)
+
+
+@_sym("addmm", torch.addmm, methods=("addmm",))
+def addmm(a, m1, m2, *, beta=1, alpha=1):
+    return _scaled_sum(a, m1, m2, beta, alpha)
 
 
 @_sym("baddbmm", torch.baddbmm, methods=("baddbmm",))
 def baddbmm(a, b1, b2, *, beta=1, alpha=1):
-    return addmm(a, b1, b2, beta=beta, alpha=alpha)
+    return _scaled_sum(a, b1, b2, beta, alpha)
 
 
 opaque_symbol("einsum", torch.functional.einsum, torch.einsum)

@@ -119,6 +119,8 @@ def _convert(a, dtype):
 
 def _elementwise(prim, *args, kind=K.DEFAULT):
     comp, res = _promote(*args, kind=kind)
+    if not builtins.any(_is_t(a) for a in args):  # numbers only (torch.add(2.0, 3.0)): a 0-d tensor results
+        args = (prims.full((), args[0], dtype=comp, device=torch.device("cpu")),) + args[1:]
     args = _broadcast(*args)
     out = prim(*[_convert(a, comp) for a in args])
     return _convert(out, res) if out.dtype != res and res != torch.bool else out
@@ -287,8 +289,9 @@ def clamp(a, min=None, max=None):
 
 @torchsymbol(torch.masked_fill, methods=("masked_fill",))
 def masked_fill(a, mask, value):
-    value = value if not _is_t(value) else _convert(value, a.dtype)
-    return where(mask, value, a) if not _is_t(value) else where(mask, broadcast_to_shape(value, a.shape), a)
+    if _is_t(value):
+        return where(mask, broadcast_to_shape(_convert(value, a.dtype), a.shape), a)
+    return _convert(where(mask, value, a), a.dtype)  # the result keeps a's dtype (True for 10 in a bool tensor)
 
 
 @torchsymbol(torch.lerp, methods=("lerp",))
@@ -342,6 +345,8 @@ def elu(a, alpha=1.0, scale=1.0, input_scale=1.0, inplace=False):
 
 @torchsymbol(F.hardtanh, torch._C._nn.hardtanh)
 def hardtanh(a, min_val=-1.0, max_val=1.0, inplace=False):
+    if not a.dtype.is_floating_point:  # the result keeps a's dtype: torch truncates the bounds
+        min_val, max_val = int(min_val), int(max_val)
     return clamp(a, min_val, max_val)
 
 
@@ -461,6 +466,8 @@ def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None, pin
         start, end = 0, start
     if dtype is None:
         dtype = torch.int64 if builtins.all(isinstance(v, int) for v in (start, end, step)) else torch.get_default_dtype()
+    if not (dtype.is_floating_point or dtype.is_complex):  # torch truncates the bounds to integers first
+        start, end, step = int(start), int(end), int(step)
     length = builtins.max(0, math.ceil((end - start) / step))
     return prims.iota(length, start=start, step=step, dtype=dtype, device=torch.device(device or "cpu"))
 
@@ -528,7 +535,8 @@ def _minmax(name, red, arg, cmp_prim):
             return cmp_prim(a, dim)
         if dim is None:
             return red(a)
-        return red(a, dim, keepdim), arg(a, dim, keepdim)
+        # argmax and argmin take no bool tensors; the positions are those of the same values as bytes
+        return red(a, dim, keepdim), arg(_convert(a, torch.uint8) if a.dtype == torch.bool else a, dim, keepdim)
 
     return decomposition
 
