@@ -7,6 +7,9 @@ import torch
 # one TorchInductor cache per test run, should any test reach Inductor
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), "thunderlab-test-inductor"))
 torch._dynamo.config.cache_size_limit = 64
+# most tests check the compiler, not fusion: run them on the torch executor (tests/executors and
+# tests/passes/test_fuse.py name their executors explicitly, and one test checks the real default)
+os.environ.setdefault("THUNDERLAB_EXECUTORS", "torch")
 
 
 @pytest.fixture(autouse=True)

@@ -41,13 +41,17 @@ class JitFunction:
         return f"<thunderlab.jit {self.backend.name} pipeline={self.options.pipeline!r}>"
 
 
-def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False) -> JitFunction:
+def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: bool = True,
+        timing: bool = False) -> JitFunction:
     """Compile ``fn`` (a function or nn.Module) with thunderlab; results equal ``fn``'s.
 
-    ``pipeline`` is the pass pipeline as text, e.g. ``"dce,cse,claim{executors=torch},del"``;
+    ``pipeline`` is the pass pipeline as text, e.g. ``"dce,cse,claim{executors=inductor+torch},fuse,del"``;
     ``verify=True`` checks every step against eager PyTorch on the first inputs.
+    ``tiered=True`` runs each fusion region with torch at once while its kernel compiles in
+    the background (``False`` compiles before the first call); ``timing=True`` times every
+    region on every call (``thunderlab.last_record(jfn).timings()``).
     """
-    return JitFunction(fn, Options(pipeline=pipeline, verify=verify))
+    return JitFunction(fn, Options(pipeline=pipeline, verify=verify, tiered=tiered, timing=timing))
 
 
 def last_record(jfn: JitFunction) -> CompileRecord:

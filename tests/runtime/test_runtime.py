@@ -175,5 +175,5 @@ def test_last_traces_one_per_step():
     j = thunderlab.jit(lambda x: torch.exp(x) - 1)
     j(torch.randn(3))
     traces = thunderlab.last_traces(j)
-    assert len(traces) == len(thunderlab.last_record(j).steps) == 7  # capture + dce,cse,autodiff,remat,claim,del
+    assert len(traces) == len(thunderlab.last_record(j).steps) == 1 + len(thunderlab.Pipeline.parse(thunderlab.DEFAULT_PIPELINE))
     assert all(t.name == "forward" for t in traces)

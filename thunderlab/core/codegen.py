@@ -105,14 +105,25 @@ def statement(printer: Printer, bsym: BoundSymbol) -> str:
 
 
 def python(trace: Trace, *, source: bool = True, comments: bool = True, imports: bool = True,
-           header: str | None = None, printer: Printer | None = None) -> str:
-    """The trace as Python source: stable names, one statement per bound symbol."""
+           header: str | None = None, printer: Printer | None = None, regions: bool = True) -> str:
+    """The trace as Python source: stable names, one statement per bound symbol.
+
+    Fusion regions print as functions of their own above the trace (``regions=False``
+    leaves them out, for executors that supply compiled regions instead).
+    """
     p = printer or Printer()
     lines: list[str] = []
     if header:
         lines += [f"# {h}" for h in header.splitlines()]
     if imports:
         lines.append(HEADER_IMPORTS)
+    if regions:
+        from .trace import region_trace
+
+        for b in trace.bound_symbols:
+            if b.sym.module == "fusion":
+                lines.append(f"# fusion region {b.sym.name}: {len(b.subsymbols)} calls, run by {b.executor}")
+                lines.append(python(region_trace(b), source=source, comments=comments, imports=False, printer=p))
     params = ", ".join(p.value(i) for i in trace.inputs)
     lines.append(f"def {trace.name}({params}):")
     if comments:
@@ -153,7 +164,7 @@ def to_callable(trace: Trace, namespace: dict | None = None, *, impls: dict | No
     for bsym in trace.bound_symbols:  # opaque calls with no importable name
         if "." not in bsym.sym.qualname:
             p.constants.setdefault(bsym.sym.qualname, bsym.sym.impl)
-    src = python(trace, source=False, comments=False, imports=False, printer=p)
+    src = python(trace, source=False, comments=False, imports=False, printer=p, regions=impls is None)
     g = dict(namespace if namespace is not None else default_namespace())
     g.update(p.constants)
     if impls:

@@ -165,3 +165,10 @@ class Trace:
 
     def __str__(self) -> str:
         return self.python()
+
+
+def region_trace(bsym: BoundSymbol) -> Trace:
+    """The members of a fusion region as a trace of their own (inputs, calls, outputs)."""
+    names = {p.name for p in bsym.inputs} | {p.name for s in bsym.subsymbols for p in s.outputs}
+    return Trace(name=bsym.sym.name, inputs=list(bsym.args), bound_symbols=list(bsym.subsymbols),
+                 output=bsym.output, _names=names)

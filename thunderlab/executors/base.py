@@ -28,6 +28,10 @@ class Executor:
     def implementation(self, sym: Symbol) -> Callable:
         raise NotImplementedError
 
+    def bind_region(self, bsym: BoundSymbol, options: dict) -> Callable:
+        """For fusion executors: the callable that runs the fusion region ``bsym``."""
+        raise NotImplementedError(f"{self.name} does not run fusion regions")
+
     def __repr__(self) -> str:
         return f"<executor {self.name}>"
 
@@ -44,12 +48,21 @@ def get_executor(name: str) -> Executor:
         raise KeyError(f"unknown executor {name!r}; valid executors: {', '.join(sorted(EXECUTORS))}") from None
 
 
-def bind(trace: Trace, default: str = "torch"):
-    """Compile ``trace`` into a function whose calls run on their claiming executors."""
+def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, options: dict | None = None):
+    """Compile ``trace`` into a function whose calls run on their claiming executors.
+
+    Fusion regions are bound by their executor; pass ``regions`` (a dict) to receive the
+    callable of each region by name (the runtime times them and shows their kernels).
+    """
     impls: dict[str, Callable] = {}
     for b in trace.bound_symbols:
         ex = get_executor(b.executor or default)
-        fn = ex.implementation(b.sym)
+        if b.sym.module == "fusion":
+            fn = ex.bind_region(b, options or {})
+            if regions is not None:
+                regions[b.sym.name] = fn
+        else:
+            fn = ex.implementation(b.sym)
         prev = impls.setdefault(b.sym.qualname, fn)
         if prev is not fn:
             raise ValueError(f"{b.sym.qualname} is claimed by two executors in one trace; give one of them a region")

@@ -67,6 +67,15 @@ class CompileRecord:
     captured: Program | None = field(default=None, repr=False)
     example_inputs: tuple | None = field(default=None, repr=False)
     reference: Any = field(default=None, repr=False)
+    regions: dict = field(default_factory=dict, repr=False)  # name -> the live runner of each fusion region
+
+    def timings(self) -> dict:
+        """Per fusion region: which version runs, when it switched, and count/median/min per version."""
+        return {name: r.summary() for name, r in self.regions.items()}
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every region's fused kernel is compiled (or failed); True if all are ready."""
+        return all(r.wait(timeout) for r in self.regions.values())
 
     @property
     def program(self) -> Program | None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import BoundSymbol
 from thunderlab.core.trace import Trace
+from thunderlab.executors import default_order
 from thunderlab.executors.base import EXECUTORS, get_executor
 
 from .base import Pass, PipelineError, register_pass
@@ -48,7 +49,7 @@ class Claim(Pass):
     """Assign every call to an executor in priority order; decompose calls none takes whole."""
 
     name = "claim"
-    executors: tuple[str, ...] = ("torch",)
+    executors: tuple[str, ...] = ()  # priority order; empty: the default (nvfuser, inductor, torch where available)
     decompose: tuple[str, ...] = ()  # torch-level symbols to always replace by their prims ("all" for every one)
 
     def __post_init__(self):
@@ -57,7 +58,7 @@ class Claim(Pass):
                 raise PipelineError(f"claim: unknown executor {n!r}; valid executors: {', '.join(sorted(EXECUTORS))}")
 
     def __call__(self, program: Program) -> Program:
-        exs = [get_executor(n) for n in self.executors]
+        exs = [get_executor(n) for n in (self.executors or default_order())]
 
         def one(t: Trace) -> Trace:
             return t.derive(bound_symbols=claim_symbols(t.bound_symbols, exs, self.decompose))

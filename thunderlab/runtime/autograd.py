@@ -25,10 +25,11 @@ def _rebuild(structure, values):
     return walk(structure)
 
 
-def training_callable(program: Program):
+def training_callable(program: Program, *, regions: dict | None = None, options: dict | None = None):
     """A function running ``program``'s forward under autograd, with its backward as the gradient."""
     fw_trace, bw_trace = program.forward, program.traces["backward"]
-    fw, bw = bind(fw_trace), bind(bw_trace)
+    fw = bind(fw_trace, regions=regions, options=options)
+    bw = bind(bw_trace, regions=regions, options=options)
     structure = fw_trace.output[0]
     leaves = [p for p in tree_flatten(structure) if isinstance(p, TensorProxy)]
     position = {}

@@ -29,6 +29,8 @@ class Options:
 
     pipeline: str = DEFAULT_PIPELINE
     verify: bool = False  # numerics after every pass on the captured inputs (runs the program per step)
+    tiered: bool = True  # fused regions start on torch and switch when their kernel is compiled
+    timing: bool = False  # time every region on every call
 
     def __post_init__(self):
         Pipeline.parse(self.pipeline)  # fail at jit time, not at the first call
@@ -110,7 +112,11 @@ class CompiledGraph:
         if error:
             record.error = error
             raise CompileError(error, record)
-        fn = training_callable(final) if "backward" in final.traces else bind(final.forward)
+        run_options = {"tiered": self.options.tiered, "timing": self.options.timing}
+        if "backward" in final.traces:
+            fn = training_callable(final, regions=record.regions, options=run_options)
+        else:
+            fn = bind(final.forward, regions=record.regions, options=run_options)
         entry = _Entry(fn, lifted, record)
         self.cache[key] = entry
         return entry

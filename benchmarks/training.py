@@ -1,0 +1,231 @@
+"""Training step (forward + backward) time and saved-for-backward memory: eager, torch.compile, thunderlab.
+
+For each model in --models (thunderlab.examples.EXAMPLES keys; default nanogpt_block,llama_block), four variants,
+each on its own deep copy of the module (same weights, same input; eval() as the examples return it: dropout p=0):
+  * eager          the module itself;
+  * torch.compile  torch.compile(model), default inductor backend (TORCHINDUCTOR_CACHE_DIR defaults to a folder
+                   under /tmp; its first step is slow when that cache is cold, fast when warm);
+  * thunderlab     thunderlab.jit(model), pipeline "dce,cse,autodiff,remat,claim,del" (the default);
+  * tl_no_remat    thunderlab.jit(model, pipeline="dce,cse,autodiff,claim,del").
+A step: loss = f(x).pow(2).mean(); loss.backward(); model.zero_grad(set_to_none=True). Each variant's first step
+(compilation) is timed, then it is warmed up (--warmup steps and at least 1 s); then --iters rounds time one step
+of every variant in turn (interleaved, so drift hits all alike). Reported: median (and min) per variant, ratios
+of medians vs eager and vs torch.compile, and max |grad - eager grad| over the parameters.
+
+Saved-for-backward bytes, measured alike for every variant: one forward under saved_tensors_hooks, summing the
+nbytes of the unique storages of the tensors packed (thunderlab's runtime and inductor's both use
+ctx.save_for_backward, which the hook sees), split into parameters / input / the rest ("activations", buffers
+included). For thunderlab the record's figures stand beside it: the "autodiff" step's notes["saved_bytes"] and the
+"remat" step's notes["saved_bytes_before"/"_after"] (counted per saved tensor, so views of one storage add up).
+Memory: peak memory is NOT measured on CPU (no torch allocator statistics there); the hook-measured saved bytes
+are the memory figure. As a labelled extra, the process max RSS (resource.getrusage, KiB, process-wide and
+monotonic) is recorded before and after each variant's build and warm-up. With --device cuda,
+torch.cuda.max_memory_allocated over one step is recorded too.
+
+Run:  .venv/bin/python benchmarks/training.py [--models nanogpt_block,llama_block,mlp] [--iters 50]
+      [--warmup 5] [--device cpu] [--out PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/thunderlab_bench_inductor_cache")
+
+import torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import thunderlab  # noqa: E402
+from thunderlab.examples import EXAMPLES  # noqa: E402
+
+VARIANTS = {
+    "eager": lambda m: m,
+    "torch.compile": lambda m: torch.compile(m),
+    "thunderlab": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim,del"),
+    "tl_no_remat": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,claim,del"),
+}
+
+
+def step(fn, model, x):
+    fn(x).pow(2).mean().backward()
+    model.zero_grad(set_to_none=True)
+
+
+def timed_step(fn, model, x, device):
+    """Seconds of one step (the device synchronised before and after on CUDA)."""
+    cuda = device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    step(fn, model, x)
+    if cuda:
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def hook_saved(fn, model, x):
+    """Unique storages packed for backward during one forward, split by what they belong to."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen = {}
+
+    def pack(t):
+        s = t.untyped_storage()
+        seen[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(x)
+    step(lambda _: out, model, x)
+    p_bytes = sum(n for k, n in seen.items() if k in params)
+    x_bytes = seen.get(x.untyped_storage().data_ptr(), 0)
+    total = sum(seen.values())
+    return {"total": total, "params": p_bytes, "input": x_bytes, "activations": total - p_bytes - x_bytes,
+            "storages": len(seen)}
+
+
+def grads(fn, model, x):
+    fn(x).pow(2).mean().backward()
+    g = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    return g
+
+
+def record_notes(jfn):
+    rec = thunderlab.last_record(jfn)
+    r = {"error": rec.error, "compile_pass_s": rec.compile_seconds}
+    for s in rec.steps:
+        if s.spec == "autodiff":
+            r["autodiff_saved_bytes"] = s.notes.get("saved_bytes")
+            r["autodiff_saved_count"] = len(s.notes.get("saved", []))
+        if s.spec == "remat":
+            for k in ("saved_bytes_before", "saved_bytes_after", "saved_before", "saved_after", "recomputed"):
+                r[f"remat_{k}"] = s.notes.get(k)
+    return r
+
+
+def measure(name, iters, warmup, device):
+    base, (x,) = EXAMPLES[name]()
+    base, x = base.to(device), x.to(device)
+    ref = grads(base, base, x)
+    res, live = {v: {} for v in VARIANTS}, {}
+    for vname, make in VARIANTS.items():  # build, first step (compilation), warm-up
+        r, model = res[vname], copy.deepcopy(base)
+        r["process_max_rss_kib_before"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        try:
+            fn = make(model)
+            r["first_step_s"] = timed_step(fn, model, x, device)
+            t0 = time.perf_counter()
+            for i in range(10**6):  # at least `warmup` steps and at least 1 s
+                step(fn, model, x)
+                if i + 1 >= warmup and time.perf_counter() - t0 > 1.0:
+                    break
+            live[vname] = (fn, model)
+            r["process_max_rss_kib_after"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        except Exception as e:  # report, keep the other variants
+            r["error"] = f"{type(e).__name__}: {e}"
+    times = {v: [] for v in live}
+    for _ in range(iters):  # interleaved, so that drift (e.g. compile workers winding down) hits all alike
+        for vname, (fn, model) in live.items():
+            times[vname].append(timed_step(fn, model, x, device))
+    for vname, (fn, model) in live.items():
+        r = res[vname]
+        r["step_median_s"], r["step_min_s"] = statistics.median(times[vname]), min(times[vname])
+        try:
+            r["saved_hook"] = hook_saved(fn, model, x)
+            g = grads(fn, model, x)
+            r["max_grad_err"] = max((g[k] - ref[k]).abs().max().item() for k in ref)
+            if vname in ("thunderlab", "tl_no_remat"):
+                r["record"] = record_notes(fn)
+            if device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+                timed_step(fn, model, x, device)
+                r["cuda_peak_bytes"] = torch.cuda.max_memory_allocated()
+        except Exception as e:
+            r["error"] = f"{type(e).__name__}: {e}"
+    med = {v: r["step_median_s"] for v, r in res.items() if "step_median_s" in r}
+    ratios = {f"{v}/{b}": med[v] / med[b] for v in med for b in ("eager", "torch.compile") if b in med}
+    return {"model": name, "input_shape": list(x.shape), "variants": res, "time_ratios": ratios}
+
+
+def print_table(results):
+    mb = lambda b: "-" if b is None else f"{b / 2**20:8.2f}"  # noqa: E731
+    for c in results:
+        print(f"\n== {c['model']}  input {tuple(c['input_shape'])}")
+        print(f"{'variant':14s} {'step ms':>9s} {'/eager':>7s} {'/compile':>8s} {'first s':>8s} "
+              f"{'saved MiB':>9s} {'act MiB':>8s} {'record MiB':>10s} {'grad err':>9s} {'maxRSS MiB':>10s}")
+        for v, r in c["variants"].items():
+            if "error" in r and "step_median_s" not in r:
+                print(f"{v:14s} ERROR {r['error'][:100]}")
+                continue
+            rec = r.get("record", {})
+            rec_b = rec.get("remat_saved_bytes_after", rec.get("autodiff_saved_bytes"))
+            h = r.get("saved_hook", {})
+            q = c["time_ratios"]
+            print(f"{v:14s} {r['step_median_s'] * 1e3:9.3f} {q.get(f'{v}/eager', 0):7.3f} "
+                  f"{q.get(f'{v}/torch.compile', 0):8.3f} {r['first_step_s']:8.2f} {mb(h.get('total'))} "
+                  f"{mb(h.get('activations'))} {mb(rec_b):>10s} {r.get('max_grad_err', float('nan')):9.2e} "
+                  f"{r['process_max_rss_kib_after'] / 1024:10.1f}")
+            if "error" in r:
+                print(f"  error: {r['error'][:200]}")
+        tl = c["variants"].get("thunderlab", {}).get("record", {})
+        if "remat_saved_bytes_before" in tl:
+            print(f"remat (record): {mb(tl['remat_saved_bytes_before'])} -> {mb(tl['remat_saved_bytes_after'])} "
+                  f"MiB, {tl['remat_saved_before']} -> {tl['remat_saved_after']} tensors, "
+                  f"{tl['remat_recomputed']} recomputed")
+    print("\nsaved MiB: unique storages packed by saved_tensors_hooks in one forward; act MiB: the same less params"
+          "\nand input; record MiB: thunderlab record notes (per tensor, remat 'after' where remat ran); peak memory"
+          "\nis NOT measured on CPU; maxRSS: process-wide max RSS so far (monotonic), after build and warm-up.")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="nanogpt_block,llama_block", help="comma-separated EXAMPLES keys")
+    ap.add_argument("--iters", type=int, default=50, help="timed steps per median")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps after the first")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "training.json"))
+    a = ap.parse_args()
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda but CUDA is not available")
+    for k in ("cache_size_limit", "recompile_limit"):  # several compiled copies of one forward share a code object
+        if hasattr(torch._dynamo.config, k):
+            setattr(torch._dynamo.config, k, 64)
+    t0 = time.perf_counter()
+    results = [measure(m.strip(), a.iters, a.warmup, a.device) for m in a.models.split(",") if m.strip()]
+    print_table(results)
+    report = {
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "machine": {
+            "torch": torch.__version__, "python": platform.python_version(), "platform": platform.platform(),
+            "processor": platform.processor(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "device": a.device, "cuda": torch.cuda.get_device_name() if a.device == "cuda" else None,
+        },
+        "settings": {"iters": a.iters, "warmup": a.warmup, "models": a.models,
+                     "inductor_cache_dir": os.environ["TORCHINDUCTOR_CACHE_DIR"], "loss": "out.pow(2).mean()"},
+        "memory_note": ("peak memory is not measured on CPU; saved_hook = unique storages packed for backward "
+                        "(saved_tensors_hooks); process_max_rss_kib_after = resource.getrusage max RSS, process-wide "
+                        "and monotonic, an extra only" + ("; cuda_peak_bytes = max_memory_allocated over one step"
+                                                          if a.device == "cuda" else "")),
+        "total_wall_s": time.perf_counter() - t0,
+        "cases": {r["model"]: r for r in results},
+    }
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

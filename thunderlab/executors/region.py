@@ -1,0 +1,102 @@
+"""A fusion region at run time: which version runs (torch first, then the fused kernel), and its timings."""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import torch
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def background() -> ThreadPoolExecutor:
+    """One worker: fused kernels compile one after another, off the calling thread."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thunderlab-compile")
+        return _pool
+
+
+class RegionRunner:
+    """Runs one region. Starts with ``eager`` and switches to the compiled version when it is ready.
+
+    ``history`` records which version ran and when it switched; with ``timing`` on, every
+    call is timed (CUDA events on a GPU, a synchronized perf_counter on CPU).
+    """
+
+    def __init__(self, name: str, executor: str, eager: Callable, compile: Callable[[], Callable],
+                 example: Callable[[], tuple], *, tiered: bool = True, timing: bool = False, device="cpu"):
+        self.name, self.executor = name, executor
+        self.fn = eager
+        self.version = "torch"
+        self.history: list[tuple[float, str]] = [(time.time(), "torch")]
+        self.error: str | None = None
+        self.source: list[str] = []  # the generated kernel code, once compiled
+        self.compile_seconds: float | None = None
+        self.timing = timing
+        self.times: dict[str, deque] = {}
+        self._cuda = torch.device(device).type == "cuda"
+        self._compile, self._example = compile, example
+        self.ready = threading.Event()
+        if tiered:
+            background().submit(self._build)
+        else:
+            self._build()
+
+    def _build(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            fn, source = self._compile_with_example()
+        except Exception as e:  # the region keeps running with torch, and says why
+            self.error = f"{type(e).__name__}: {e}"
+            self.history.append((time.time(), "torch (compile failed)"))
+        else:
+            self.source = source
+            self.fn, self.version = fn, self.executor
+            self.history.append((time.time(), self.executor))
+        finally:
+            self.compile_seconds = time.perf_counter() - t0
+            self.ready.set()
+
+    def _compile_with_example(self):
+        compiled = self._compile()
+        return compiled(self._example)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the fused version is built (or failed); True if it is ready."""
+        return self.ready.wait(timeout)
+
+    def __call__(self, *args):
+        if not self.timing:
+            return self.fn(*args)
+        version = self.version
+        if self._cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = self.fn(*args)
+            end.record()
+            end.synchronize()
+            seconds = start.elapsed_time(end) / 1e3
+        else:
+            t0 = time.perf_counter()
+            out = self.fn(*args)
+            seconds = time.perf_counter() - t0
+        self.times.setdefault(version, deque(maxlen=10000)).append(seconds)
+        return out
+
+    def stats(self) -> dict:
+        """Per version: count, median and min seconds."""
+        return {v: {"count": len(t), "median_s": statistics.median(t), "min_s": min(t)}
+                for v, t in self.times.items() if t}
+
+    def summary(self) -> dict:
+        return {"name": self.name, "executor": self.executor, "running": self.version,
+                "history": [(round(t, 3), v) for t, v in self.history], "error": self.error,
+                "compile_seconds": self.compile_seconds, "timings": self.stats(),
+                "device": "cuda" if self._cuda else "cpu"}

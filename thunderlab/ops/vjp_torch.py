@@ -1,0 +1,280 @@
+"""Derivative rules for torch-level symbols kept whole, using PyTorch's fused backward kernels.
+
+With these, differentiating a model leaves its forward at the torch level (one call per op,
+as eager runs it) and its backward calls the same kernels eager autograd calls. Each
+backward kernel is a symbol of its own (``ltorch.gelu_backward``, ...), so it prints, is
+claimed and is timed like any other call.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from thunderlab.core.proxies import TensorProxy
+from thunderlab.core.symbols import Symbol
+
+from . import torch_ops as lt
+from .prims import torch_meta
+from .vjp import VJP, sum_to, vjp
+
+aten = torch.ops.aten
+
+
+def backward_symbol(name: str, impl) -> Symbol:
+    sym = Symbol(name=name, module="ltorch", impl=impl, meta=torch_meta(impl, f"ltorch.{name}"))
+    setattr(lt, name, sym)
+    return sym
+
+
+def _is_t(x) -> bool:
+    return isinstance(x, TensorProxy)
+
+
+def _layer_norm_backward(g, a, normalized_shape, weight, bias, eps):
+    # the statistics again, from the fused forward kernel (cheaper than saving them)
+    _, mean, rstd = aten.native_layer_norm(a, list(normalized_shape), None, None, eps)
+    mask = [True, weight is not None, bias is not None]
+    return tuple(aten.native_layer_norm_backward(g, a, list(normalized_shape), mean, rstd, weight, bias, mask))
+
+
+def _sdpa_backward(g, q, k, v, attn_mask, is_causal, scale):
+    if q.device.type == "cpu":
+        out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale)
+        return tuple(aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            g, q, k, v, out, lse, 0.0, is_causal, attn_mask=attn_mask, scale=scale))
+    with torch.enable_grad():
+        qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+        out = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, attn_mask=attn_mask, is_causal=is_causal, scale=scale)
+        return tuple(torch.autograd.grad(out, (qq, kk, vv), g))
+
+
+def _getitem_backward(g, shape, key):
+    out = torch.zeros(shape, dtype=g.dtype, device=g.device)
+    out[key] = g
+    return out
+
+
+gelu_backward = backward_symbol("gelu_backward", lambda g, a, approximate="none": aten.gelu_backward(g, a, approximate=approximate))
+silu_backward = backward_symbol("silu_backward", aten.silu_backward)
+threshold_backward = backward_symbol("threshold_backward", aten.threshold_backward)
+softmax_backward = backward_symbol("softmax_backward", aten._softmax_backward_data)
+log_softmax_backward = backward_symbol("log_softmax_backward", aten._log_softmax_backward_data)
+layer_norm_backward = backward_symbol("layer_norm_backward", _layer_norm_backward)
+sdpa_backward = backward_symbol("sdpa_backward", _sdpa_backward)
+embedding_backward = backward_symbol("embedding_backward", aten.embedding_dense_backward)
+getitem_backward = backward_symbol("getitem_backward", _getitem_backward)
+
+
+def _arg(b, i, name, default=None):
+    if len(b.args) > i:
+        return b.args[i]
+    return b.kwargs.get(name, default)
+
+
+# -- elementwise with broadcasting -----------------------------------------------------------
+@vjp("ltorch.add", "ltorch.sub")
+def _(b, g):
+    a, c = b.args[:2]
+    alpha = b.kwargs.get("alpha")
+    gc = lt.neg(g) if b.sym.name == "sub" else g
+    if alpha not in (None, 1) and _is_t(c):
+        gc = lt.mul(gc, alpha)
+    return [(a, sum_to(g, a.shape) if _is_t(a) else None), (c, sum_to(gc, c.shape) if _is_t(c) else None)]
+
+
+@vjp("ltorch.mul")
+def _(b, g):
+    a, c = b.args
+    return [(a, sum_to(lt.mul(g, c), a.shape) if _is_t(a) else None),
+            (c, sum_to(lt.mul(g, a), c.shape) if _is_t(c) else None)]
+
+
+@vjp("ltorch.div")
+def _(b, g):
+    a, c = b.args[:2]
+    if _arg(b, 2, "rounding_mode") is not None:
+        return []
+    ga = sum_to(lt.div(g, c), a.shape) if _is_t(a) else None
+    gc = sum_to(lt.neg(lt.div(lt.mul(g, b.output), c)), c.shape) if _is_t(c) else None
+    return [(a, ga), (c, gc)]
+
+
+@vjp("ltorch.neg")
+def _(b, g):
+    return [(b.args[0], lt.neg(g))]
+
+
+@vjp("ltorch.exp")
+def _(b, g):
+    return [(b.args[0], lt.mul(g, b.output))]
+
+
+@vjp("ltorch.tanh")
+def _(b, g):
+    return [(b.args[0], lt.mul(g, lt.sub(1.0, lt.mul(b.output, b.output))))]
+
+
+@vjp("ltorch.sigmoid")
+def _(b, g):
+    return [(b.args[0], lt.mul(g, lt.mul(b.output, lt.sub(1.0, b.output))))]
+
+
+@vjp("ltorch.rsqrt")
+def _(b, g):
+    o = b.output
+    return [(b.args[0], lt.mul(g, lt.mul(lt.mul(o, lt.mul(o, o)), -0.5)))]
+
+
+@vjp("ltorch.pow")
+def _(b, g):
+    a, e = b.args
+    if _is_t(e) or not _is_t(a):
+        return NotImplemented
+    if e == 2:
+        return [(a, lt.mul(g, lt.mul(a, 2.0)))]
+    return [(a, lt.mul(g, lt.mul(lt.pow(a, e - 1), e)))]
+
+
+# -- activations and normalization: fused backward kernels -----------------------------------
+@vjp("ltorch.gelu")
+def _(b, g):
+    return [(b.args[0], gelu_backward(g, b.args[0], approximate=_arg(b, 1, "approximate", "none")))]
+
+
+@vjp("ltorch.silu")
+def _(b, g):
+    return [(b.args[0], silu_backward(g, b.args[0]))]
+
+
+@vjp("ltorch.relu")
+def _(b, g):
+    return [(b.args[0], threshold_backward(g, b.output, 0))]
+
+
+@vjp("ltorch.softmax", "ltorch.log_softmax")
+def _(b, g):
+    a, dim = b.args[0], _arg(b, 1, "dim")
+    if _arg(b, 2, "dtype") is not None:
+        return NotImplemented
+    back = softmax_backward if b.sym.name == "softmax" else log_softmax_backward
+    return [(a, back(g, b.output, dim % max(a.ndim, 1), a.dtype))]
+
+
+@vjp("ltorch.layer_norm")
+def _(b, g):
+    a, shape = b.args[:2]
+    weight, bias, eps = _arg(b, 2, "weight"), _arg(b, 3, "bias"), _arg(b, 4, "eps", 1e-5)
+    ga, gw, gb = layer_norm_backward(g, a, tuple(shape), weight, bias, eps)
+    return [(a, ga), (weight, gw), (bias, gb)]
+
+
+@vjp("ltorch.scaled_dot_product_attention")
+def _(b, g):
+    names = ["q", "k", "v", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+    p = dict(zip(names, b.args))
+    p.update(b.kwargs)
+    if p.get("dropout_p", 0.0) or p.get("enable_gqa", False):
+        return NotImplemented
+    mask = p.get("attn_mask")
+    if _is_t(mask) and mask.requires_grad:
+        return NotImplemented
+    q, k, v = p["q"], p["k"], p["v"]
+    gq, gk, gv = sdpa_backward(g, q, k, v, mask, p.get("is_causal", False), p.get("scale"))
+    return [(q, gq), (k, gk), (v, gv)]
+
+
+@vjp("ltorch.embedding")
+def _(b, g):
+    idx, weight = b.args[:2]
+    if _arg(b, 3, "max_norm") is not None or _arg(b, 5, "scale_grad_by_freq", False):
+        return NotImplemented
+    padding_idx = _arg(b, 2, "padding_idx")
+    pad = -1 if padding_idx is None else (padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx)
+    return [(weight, embedding_backward(g, idx, weight.shape[0], pad, False))]
+
+
+# -- views and reductions --------------------------------------------------------------------
+@vjp("ltorch.view", "ltorch.reshape", "ltorch.flatten", "ltorch.unsqueeze", "ltorch.squeeze", "ltorch.view_as",
+     "ltorch.unflatten")
+def _(b, g):
+    a = b.args[0]
+    return [(a, lt.reshape(g, a.shape))]
+
+
+@vjp("ltorch.contiguous", "ltorch.clone")
+def _(b, g):
+    return [(b.args[0], g)]
+
+
+@vjp("ltorch.transpose")
+def _(b, g):
+    a, d0, d1 = b.args[:3]
+    return [(a, lt.transpose(g, d0, d1))]
+
+
+@vjp("ltorch.permute")
+def _(b, g):
+    a = b.args[0]
+    dims = b.args[1] if len(b.args) == 2 and isinstance(b.args[1], (tuple, list)) else b.args[1:]
+    dims = [d % a.ndim for d in dims]
+    inv = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inv[d] = i
+    return [(a, lt.permute(g, tuple(inv)))]
+
+
+@vjp("ltorch.expand", "ltorch.expand_as", "ltorch.broadcast_to")
+def _(b, g):
+    a = b.args[0]
+    return [(a, sum_to(g, a.shape))]
+
+
+@vjp("ltorch.split", "ltorch.chunk", "ltorch.split_with_sizes")
+def _(b, g):
+    a = b.args[0]
+    if any(x is None for x in g):
+        parts = [x if x is not None else lt.zeros_like(o) for x, o in zip(g, b.output)]
+    else:
+        parts = list(g)
+    dim = _arg(b, 2, "dim", 0)
+    return [(a, lt.cat(parts, dim))]
+
+
+@vjp("ltorch.getitem")
+def _(b, g):
+    a, key = b.args
+    if any(_is_t(k) for k in (key if isinstance(key, tuple) else (key,))):
+        return NotImplemented
+    return [(a, getitem_backward(g, a.shape, key))]
+
+
+@vjp("ltorch.sum")
+def _(b, g):
+    a = b.args[0]
+    dim, keepdim = _arg(b, 1, "dim"), _arg(b, 2, "keepdim", False)
+    if _arg(b, 3, "dtype") is not None and not b.kwargs.get("dtype") == a.dtype:
+        return NotImplemented
+    dims = lt._dims(a, dim)
+    if not keepdim:
+        g = lt.reshape(g, tuple(1 if i in dims else s for i, s in enumerate(a.shape)))
+    return [(a, lt.expand(g, a.shape))]
+
+
+@vjp("ltorch.mean")
+def _(b, g):
+    a = b.args[0]
+    dim, keepdim = _arg(b, 1, "dim"), _arg(b, 2, "keepdim", False)
+    dims = lt._dims(a, dim)
+    n = math.prod(a.shape[d] for d in dims) if a.ndim else 1
+    if not keepdim:
+        g = lt.reshape(g, tuple(1 if i in dims else s for i, s in enumerate(a.shape)))
+    return [(a, lt.div(lt.expand(g, a.shape), n))]
+
+
+@vjp("ltorch.to", "ltorch.float", "ltorch.type_as", "ltorch.half", "ltorch.bfloat16", "ltorch.double")
+def _(b, g):
+    a = b.args[0]
+    return [(a, lt.to(g, a.dtype) if g.dtype != a.dtype else g)]
+
+

@@ -1,0 +1,211 @@
+"""fuse: group the calls a fusion executor claimed into regions, by dataflow, without cycles."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from thunderlab.core.program import Program
+from thunderlab.core.symbols import BoundSymbol, Symbol
+from thunderlab.core.trace import Trace, region_trace
+from thunderlab.executors.base import EXECUTORS
+
+from .base import Pass, register_pass
+
+
+@dataclass
+class _Group:
+    gid: int
+    executor: str
+    members: list[BoundSymbol]
+
+
+def _plan(trace: Trace, max_size: int):
+    """Assign each call to a group (or none) and say why each call was left out."""
+    producer: dict[str, int] = {}  # value name -> index of the call that makes it
+    group_of: dict[int, int] = {}  # call index -> group id
+    reach: list[set[int]] = []  # groups a call depends on
+    reach_out: list[set[int]] = []  # groups it depends on through a call outside that group
+    groups: dict[int, _Group] = {}
+    open_groups: list[int] = []
+    why: dict[int, str] = {}
+    for i, b in enumerate(trace.bound_symbols):
+        r, ro = set(), set()
+        for p in b.inputs:
+            j = producer.get(p.name)
+            if j is None:
+                continue
+            r |= reach[j]
+            ro |= reach_out[j]
+            g = group_of.get(j)
+            ro |= reach[j] - ({g} if g is not None else set())
+            if g is not None:
+                r.add(g)
+        for o in b.outputs:
+            producer[o.name] = i
+        ex = EXECUTORS.get(b.executor or "torch")
+        if b.sym.side_effect:
+            open_groups.clear()  # a write orders everything around it: no region spans it
+            why[b.id] = "writes to an argument, so it stays in place"
+        elif ex is None or not ex.fusion:
+            why[b.id] = f"claimed by {b.executor or 'torch'}, which does not fuse"
+        else:
+            blocked = [g for g in open_groups if groups[g].executor == ex.name and g in ro]
+            fits = [g for g in open_groups if groups[g].executor == ex.name and g not in ro
+                    and len(groups[g].members) < max_size]
+            if fits:
+                g = fits[-1]
+            else:
+                g = len(groups)
+                groups[g] = _Group(g, ex.name, [])
+                open_groups.append(g)
+                if blocked:
+                    why[b.id] = f"joining region {blocked[-1]} would create a cycle"
+            groups[g].members.append(b)
+            group_of[i] = g
+            r.add(g)
+        reach.append(r)
+        reach_out.append(ro)
+    return groups, group_of, why
+
+
+def _order(units: list, deps: dict[int, set[int]], key: dict[int, int]) -> list:
+    """A topological order of units, as close to the original order as dependencies allow."""
+    done: set[int] = set()
+    out: list = []
+
+    def visit(u):
+        if u in done:
+            return
+        done.add(u)
+        for d in sorted(deps[u], key=key.get):
+            visit(d)
+        out.append(units[u])
+
+    for u in sorted(range(len(units)), key=key.get):
+        visit(u)
+    return out
+
+
+def fuse_trace(trace: Trace, counter: list[int], max_size: int, notes: dict) -> Trace:
+    groups, group_of, why = _plan(trace, max_size)
+    bsyms = trace.bound_symbols
+    used_later: dict[str, int] = {}
+    for i, b in enumerate(bsyms):
+        for p in b.inputs:
+            used_later[p.name] = i
+    out_names = {p.name for p in trace.output_proxies()}
+    # units: one per region with two or more members, one per other call
+    unit_of_call: dict[int, int] = {}
+    units: list = []
+    key: dict[int, int] = {}
+    region_for_group: dict[int, int] = {}
+    for i, b in enumerate(bsyms):
+        g = group_of.get(i)
+        if g is not None and len(groups[g].members) > 1:
+            if g not in region_for_group:
+                region_for_group[g] = len(units)
+                units.append(None)  # filled below
+            u = region_for_group[g]
+        else:
+            if g is not None:
+                why[b.id] = "alone in its region: a single call gains nothing from fusion, so torch runs it"
+                b = b.replace(executor="torch", declined=b.declined + ((groups[g].executor, why[b.id]),))
+            u = len(units)
+            units.append(b)
+        unit_of_call[i] = u
+        key[u] = i  # a unit sorts by its last member
+    for g, u in region_for_group.items():
+        units[u] = _region(groups[g], counter, used_later, out_names, trace, notes)
+    deps: dict[int, set[int]] = {u: set() for u in range(len(units))}
+    producer_unit: dict[str, int] = {}
+    last_barrier = None
+    for i, b in enumerate(bsyms):
+        u = unit_of_call[i]
+        for p in b.inputs:
+            d = producer_unit.get(p.name)
+            if d is not None and d != u:
+                deps[u].add(d)
+        if last_barrier is not None and last_barrier != u:
+            deps[u].add(last_barrier)
+        if b.sym.side_effect:
+            deps[u] |= {unit_of_call[j] for j in range(i)} - {u}
+            last_barrier = u
+        for o in b.outputs:
+            producer_unit[o.name] = u
+    notes.setdefault("left_out", {}).update(why)
+    return trace.derive(bound_symbols=_order(units, deps, key))
+
+
+def _region(group: _Group, counter, used_later, out_names, trace, notes) -> BoundSymbol:
+    members = group.members
+    made = {p.name for b in members for p in b.outputs}
+    inputs, seen = [], set()
+    for b in members:
+        for p in b.inputs:
+            if p.name not in made and p.name not in seen:
+                seen.add(p.name)
+                inputs.append(p)
+    member_ids = {b.id for b in members}
+    consumers: dict[str, bool] = {}
+    for b in trace.bound_symbols:
+        if b.id in member_ids:
+            continue
+        for p in b.inputs:
+            consumers[p.name] = True
+    outputs = tuple(p for b in members for p in b.outputs if p.name in out_names or p.name in consumers)
+    name = f"{group.executor}{counter[0]}"
+    counter[0] += 1
+    sym = Symbol(name=name, module="fusion", impl=_eager_region, qualname=name)
+    region = BoundSymbol(sym, tuple(inputs), {}, outputs, tuple(members), members[-1].source, executor=group.executor)
+    sym.impl = _EagerRegion(region)
+    notes.setdefault("regions", {})[name] = {"executor": group.executor, "members": len(members),
+                                           "member_ids": [b.id for b in members],
+                                           "inputs": [p.name for p in inputs], "outputs": [p.name for p in outputs]}
+    return region
+
+
+def _eager_region(*args):  # replaced per region; kept for pickling-free printing
+    raise RuntimeError("region not bound")
+
+
+class _EagerRegion:
+    """Runs a region's members one by one with torch: what a region does before it is compiled."""
+
+    def __init__(self, bsym: BoundSymbol):
+        self.bsym = bsym
+        self._fn = None
+
+    def __call__(self, *args):
+        if self._fn is None:
+            from thunderlab.executors.base import bind
+
+            self._fn = bind(region_trace(self.bsym).derive(
+                bound_symbols=[b.replace(executor="torch") for b in self.bsym.subsymbols]))
+        return self._fn(*args)
+
+
+@register_pass
+@dataclass(frozen=True)
+class Fuse(Pass):
+    """Group the calls each fusion executor claimed into regions that run as one kernel."""
+
+    name = "fuse"
+    requires = ("claim",)
+    max_size: int = 1024  # most calls in one region
+
+    def __call__(self, program: Program) -> Program:
+        counter = [0]
+        notes: dict = {}
+        out = Program({n: fuse_trace(t, counter, self.max_size, notes) for n, t in program.traces.items()})
+        return out
+
+    def describe(self, before: Program, after: Program) -> dict:
+        regions = {}
+        left_out = {}
+        for t in after:
+            for b in t.bound_symbols:
+                if b.sym.module == "fusion":
+                    regions[b.sym.name] = {"executor": b.executor, "members": len(b.subsymbols),
+                                           "member_ids": [s.id for s in b.subsymbols]}
+                elif b.declined and b.executor == "torch":
+                    left_out[b.id] = b.declined[-1][1]
+        return {"regions": regions, "left_out": left_out}
