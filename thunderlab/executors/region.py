@@ -30,8 +30,8 @@ class RegionRunner:
     call is timed (CUDA events on a GPU, a synchronized perf_counter on CPU).
     """
 
-    def __init__(self, name: str, executor: str, eager: Callable, compile: Callable[[], Callable],
-                 example: Callable[[], tuple], *, tiered: bool = True, timing: bool = False, device="cpu"):
+    def __init__(self, name: str, executor: str, eager: Callable, compile: Callable[[tuple], tuple[Callable, list[str]]],
+                 *, tiered: bool = True, timing: bool = False, device="cpu"):
         self.name, self.executor = name, executor
         self.fn = eager
         self.version = "torch"
@@ -42,17 +42,23 @@ class RegionRunner:
         self.timing = timing
         self.times: dict[str, deque] = {}
         self._cuda = torch.device(device).type == "cuda"
-        self._compile, self._example = compile, example
+        self._compile = compile
+        self._tiered = tiered
+        self._started = False
         self.ready = threading.Event()
-        if tiered:
-            background().submit(self._build)
-        else:
-            self._build()
 
-    def _build(self) -> None:
+    def _start(self, args) -> None:
+        """Compile with the first call's inputs: in the background (tiered) or right here."""
+        self._started = True
+        if self._tiered:
+            background().submit(self._build, args)
+        else:
+            self._build(args)
+
+    def _build(self, args) -> None:
         t0 = time.perf_counter()
         try:
-            fn, source = self._compile_with_example()
+            fn, source = self._compile(args)
         except Exception as e:  # the region keeps running with torch, and says why
             self.error = f"{type(e).__name__}: {e}"
             self.history.append((time.time(), "torch (compile failed)"))
@@ -64,15 +70,13 @@ class RegionRunner:
             self.compile_seconds = time.perf_counter() - t0
             self.ready.set()
 
-    def _compile_with_example(self):
-        compiled = self._compile()
-        return compiled(self._example)
-
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the fused version is built (or failed); True if it is ready."""
-        return self.ready.wait(timeout)
+        """Block until the fused version is built (or failed); True if it is ready. Compiling starts at the first call."""
+        return self._started and self.ready.wait(timeout)
 
     def __call__(self, *args):
+        if not self._started:
+            self._start(args)
         if not self.timing:
             return self.fn(*args)
         version = self.version

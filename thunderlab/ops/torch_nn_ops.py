@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +41,7 @@ def linear(a, weight, bias=None):
     return prims.linear(a, weight, bias)
 
 
-@_sym("matmul", torch.matmul, methods=("matmul", "__matmul__"))
+@_sym("matmul", torch.matmul, operator.matmul, methods=("matmul", "__matmul__"))
 def matmul(a, b):
     return prims.matmul(a, b)
 

@@ -112,7 +112,9 @@ class CompiledGraph:
         if error:
             record.error = error
             raise CompileError(error, record)
-        run_options = {"tiered": self.options.tiered, "timing": self.options.timing}
+        # with a backward trace, regions run inside an autograd.Function, where no op records a graph
+        run_options = {"tiered": self.options.tiered, "timing": self.options.timing,
+                       "grad_enabled": torch.is_grad_enabled() and "backward" not in final.traces}
         if "backward" in final.traces:
             fn = training_callable(final, regions=record.regions, options=run_options)
         else:

@@ -1,0 +1,203 @@
+"""The fuse pass and fusion regions at run time (tiering, timings), with a test executor and with Inductor."""
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+import thunderlab
+from thunderlab.core.symbols import BoundSymbol, Symbol
+from thunderlab.executors.base import EXECUTORS, Executor, bind, register_executor
+from thunderlab.executors.region import RegionRunner
+from thunderlab.core.trace import region_trace
+
+
+class EagerFuser(Executor):
+    """A fusion executor for tests: claims elementwise torch-level ops; a region runs them with torch."""
+
+    name = "testfuse"
+    fusion = True
+    OPS = {"add", "mul", "sub", "sin", "cos", "exp", "tanh", "relu", "div", "neg"}
+    compiled: list = []
+
+    def can_execute(self, bsym: BoundSymbol):
+        if bsym.sym.name in self.OPS:
+            return True, ""
+        return False, f"{bsym.sym.qualname} is not elementwise"
+
+    def implementation(self, sym: Symbol):
+        return sym.impl
+
+    def bind_region(self, bsym, options):
+        region = region_trace(bsym).derive(bound_symbols=[b.replace(executor="torch") for b in bsym.subsymbols])
+        fn = bind(region)
+
+        def build(args):
+            self.compiled.append(bsym.sym.name)
+            return fn, [region.python()]
+
+        return RegionRunner(bsym.sym.name, self.name, fn, build, tiered=options.get("tiered", True),
+                            timing=options.get("timing", False))
+
+
+if "testfuse" not in EXECUTORS:
+    register_executor(EagerFuser())
+
+PIPE = "dce,cse,claim{executors=testfuse+torch},fuse,del"
+
+
+def f_split(x, w):
+    a = torch.sin(x) * 2 + 1         # region
+    m = a @ w                         # torch: breaks the chain
+    b = torch.cos(a) - x              # depends on a but not on m: may join a's region
+    return torch.tanh(m) * b.sum()    # m -> tanh; joining with a's region would make a cycle
+
+
+def _run(fn, *args, **kw):
+    j = thunderlab.jit(fn, pipeline=PIPE, verify=True, **kw)
+    out = j(*args)
+    torch.testing.assert_close(out, fn(*args))
+    return j, thunderlab.last_record(j)
+
+
+def test_regions_follow_dataflow_without_cycles():
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    _, rec = _run(f_split, x, w)
+    step = next(s for s in rec.steps if s.spec == "fuse")
+    regions = step.notes["regions"]
+    assert len(regions) == 2, regions
+    sizes = sorted(r["members"] for r in regions.values())
+    assert sizes == [2, 5]  # {sin, mul, add, cos, sub} and {tanh, mul}
+    assert step.verification.ok  # SSA and define-before-use hold after regrouping
+    text = step.python()
+    assert "def testfuse0(" in text and "testfuse1(" in text
+
+
+def test_left_out_calls_keep_their_reason():
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    _, rec = _run(f_split, x, w)
+    claim = next(s for s in rec.steps if s.spec.startswith("claim"))
+    final = rec.steps[-1].program.forward.bound_symbols
+    mm = [b for b in final if b.sym.name == "matmul"]
+    assert mm and mm[0].executor == "torch"
+    assert ("testfuse", "ltorch.matmul is not elementwise") in mm[0].declined
+    assert claim.notes["declines"]
+    fuse = next(s for s in rec.steps if s.spec == "fuse")
+    tanh_region = next(b for b in final if b.sym.module == "fusion" and any(m.sym.name == "tanh" for m in b.subsymbols))
+    assert len(tanh_region.subsymbols) == 2  # it could not join the first region: that would be a cycle
+    assert fuse.verification.ok
+
+
+def test_single_call_regions_are_dissolved_with_a_reason():
+    def f(x, w):
+        return torch.sin(x @ w) @ w
+
+    _, rec = _run(f, torch.randn(3, 3), torch.randn(3, 3))
+    fuse = next(s for s in rec.steps if s.spec == "fuse")
+    assert fuse.notes["regions"] == {}
+    sin = next(b for b in rec.steps[-1].program.forward.bound_symbols if b.sym.name == "sin")
+    assert sin.executor == "torch" and "alone in its region" in sin.declined[-1][1]
+
+
+def test_regions_respect_max_size():
+    def chain(x):
+        for _ in range(6):
+            x = torch.sin(x) + 1
+        return x
+
+    j = thunderlab.jit(chain, pipeline="claim{executors=testfuse+torch},fuse{max_size=4}")
+    x = torch.randn(5)
+    torch.testing.assert_close(j(x), chain(x))
+    regions = next(s for s in thunderlab.last_record(j).steps if s.spec.startswith("fuse")).notes["regions"]
+    assert len(regions) == 3 and all(r["members"] <= 4 for r in regions.values())
+
+
+def test_fuse_requires_claim():
+    from thunderlab.passes import Pipeline, PipelineError
+
+    with pytest.raises(PipelineError, match="'fuse' requires 'claim'"):
+        Pipeline.parse("dce,fuse")
+
+
+def test_tiered_region_switches_and_timings_are_kept():
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    j, rec = _run(f_split, x, w, tiered=True, timing=True)
+    assert rec.wait(30)
+    for _ in range(3):
+        torch.testing.assert_close(j(x, w), f_split(x, w))
+    t = rec.timings()
+    assert set(t) == {"testfuse0", "testfuse1"}
+    for r in t.values():
+        assert r["running"] == "testfuse"
+        assert [v for _, v in r["history"]] == ["torch", "testfuse"]
+        assert sum(s["count"] for s in r["timings"].values()) == 4
+        for s in r["timings"].values():
+            assert 0 < s["min_s"] <= s["median_s"]
+
+
+def test_synchronous_compile():
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    _, rec = _run(f_split, x, w, tiered=False)
+    assert all(r["running"] == "testfuse" for r in rec.timings().values())
+
+
+def test_default_executor_order(monkeypatch):
+    from thunderlab.executors import default_order
+
+    monkeypatch.delenv("THUNDERLAB_EXECUTORS", raising=False)
+    assert default_order() == ("nvfuser", "inductor", "torch")
+    monkeypatch.setenv("THUNDERLAB_EXECUTORS", "inductor+torch")
+    assert default_order() == ("inductor", "torch")
+
+
+def test_unavailable_nvfuser_declines_with_install_reason(monkeypatch):
+    monkeypatch.delenv("THUNDERLAB_EXECUTORS", raising=False)
+    j = thunderlab.jit(lambda x: torch.sin(x) + 1, pipeline="claim{executors=nvfuser+torch}")
+    j(torch.randn(3))
+    b = thunderlab.last_record(j).program.forward.bound_symbols[0]
+    assert b.executor == "torch" and b.declined[0][0] == "nvfuser"
+    assert "install" in b.declined[0][1] or "GPU" in b.declined[0][1]
+
+
+# -- TorchInductor for real (each cold compile costs seconds on a laptop CPU) ---------------------
+INDUCTOR = "dce,cse,claim{executors=inductor+torch},fuse,del"
+
+
+@pytest.mark.parametrize("name", ["mlp", "nanogpt_block", "llama_block", "cnn", "gpt2"])
+def test_inductor_regions_equal_eager_on_real_models(name):
+    from thunderlab.examples import EXAMPLES
+
+    model, args = EXAMPLES[name]()
+    j = thunderlab.jit(model, pipeline=INDUCTOR, tiered=False)
+    with torch.no_grad():
+        out, ref = j(*args), model(*args)
+    torch.testing.assert_close(getattr(out, "logits", out), getattr(ref, "logits", ref), rtol=1e-4, atol=1e-4)
+    rec = thunderlab.last_record(j)
+    t = rec.timings()
+    assert t and all(r["running"] == "inductor" and r["error"] is None for r in t.values()), t
+    assert all(rec.regions[n].source for n in t)
+
+
+def test_inductor_training_with_autodiff():
+    from thunderlab.examples import EXAMPLES
+
+    model, (x,) = EXAMPLES["mlp"]()
+    ref, _ = EXAMPLES["mlp"]()
+    ref.load_state_dict(model.state_dict())
+    j = thunderlab.jit(model, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del", tiered=False)
+    j(x).pow(2).mean().backward()
+    ref(x).pow(2).mean().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    rec = thunderlab.last_record(j)
+    assert {"forward", "backward"} == set(rec.program.traces)
+    assert all(r["running"] == "inductor" for r in rec.timings().values())
+
+
+def test_inductor_region_without_autodiff_keeps_autograd_working():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh())
+    j = thunderlab.jit(m, pipeline=INDUCTOR, tiered=False)
+    x = torch.randn(2, 4)
+    j(x).sum().backward()
+    assert m[0].weight.grad is not None
+    r = next(iter(thunderlab.last_record(j).timings().values()))
+    assert r["running"] == "torch" and "autodiff" in r["error"]
