@@ -77,6 +77,14 @@ def rerun(record: CompileRecord, pipeline: str | None = None) -> CompileRecord:
     return _rerun(record, pipeline)
 
 
+def profile(jfn: JitFunction, *args, **kwargs) -> dict[str, list[dict]]:
+    """Call ``jfn`` once under the torch profiler; the kernels each fusion region ran, by region."""
+    from thunderlab.runtime.profile import profile_call
+
+    _, kernels = profile_call(jfn, *args, **kwargs)
+    return kernels
+
+
 def _records_of(jfn) -> list[CompileRecord]:
     if isinstance(jfn, JitFunction):
         return jfn.records

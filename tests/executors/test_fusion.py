@@ -201,3 +201,13 @@ def test_inductor_region_without_autodiff_keeps_autograd_working():
     assert m[0].weight.grad is not None
     r = next(iter(thunderlab.last_record(j).timings().values()))
     assert r["running"] == "torch" and "autodiff" in r["error"]
+
+
+def test_kernel_profile_attributes_kernels_to_regions():
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    j, rec = _run(f_split, x, w, tiered=False)
+    kernels = thunderlab.profile(j, x, w)
+    assert {"testfuse0", "testfuse1"} <= set(kernels)
+    names0 = {k["name"] for k in kernels["testfuse0"]}
+    assert "aten::sin" in names0 and "aten::cos" in names0
+    assert any(k["name"] == "aten::mm" for k in kernels["(outside regions)"])

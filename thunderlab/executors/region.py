@@ -11,6 +11,8 @@ from typing import Callable
 import torch
 
 _pool: ThreadPoolExecutor | None = None
+# set by thunderlab.profile: each region call is then marked for the torch profiler
+PROFILING = threading.Event()
 _pool_lock = threading.Lock()
 
 
@@ -77,8 +79,14 @@ class RegionRunner:
     def __call__(self, *args):
         if not self._started:
             self._start(args)
+        if PROFILING.is_set():
+            with torch.profiler.record_function(f"thunderlab::{self.name}"):
+                return self._timed(args) if self.timing else self.fn(*args)
         if not self.timing:
             return self.fn(*args)
+        return self._timed(args)
+
+    def _timed(self, args):
         version = self.version
         if self._cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
