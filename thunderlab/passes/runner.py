@@ -28,8 +28,8 @@ def _mark_origins(before: Program | None, after: Program, origin: str) -> None:
 
 
 def run_program(program: Program, inputs, trace: str = "forward"):
-    """Run one trace of ``program`` with its executors (torch where unclaimed)."""
-    fn = bind(program.traces[trace])
+    """Run one trace of ``program`` with its executors (torch where unclaimed; fusion regions call by call)."""
+    fn = bind(program.traces[trace], options={"eager_regions": True})
     return fn(*inputs)
 
 
