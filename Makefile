@@ -24,6 +24,8 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/compile_and_overhead.py
+	$(BIN)/python benchmarks/training.py
+	$(BIN)/python benchmarks/fusion.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -89,6 +89,10 @@ def first_call(make, args, cold):
     return statistics.median(samples[1:]), fn
 
 
+# the compiler's own cost, on the torch executor (benchmarks/fusion.py measures the fusion executors)
+PIPELINE = "dce,cse,autodiff,remat,claim{executors=torch},del"
+
+
 def measure(name, fn, args, repeat, inner, cold):
     r = {"case": name}
     r["eager_s"] = per_call(fn, args, repeat, inner)
@@ -96,7 +100,7 @@ def measure(name, fn, args, repeat, inner, cold):
     r["passthrough_steady_s"] = per_call(pfn, args, repeat, inner)
     if thunderlab is not None:
         try:
-            r["thunderlab_first_s"], jfn = first_call(lambda: thunderlab.jit(fn), args, cold)
+            r["thunderlab_first_s"], jfn = first_call(lambda: thunderlab.jit(fn, pipeline=PIPELINE), args, cold)
             r["thunderlab_steady_s"] = per_call(jfn, args, repeat, inner)
             r["thunderlab_own_first_s"] = r["thunderlab_first_s"] - r["passthrough_first_s"]
             rec = thunderlab.last_record(jfn) if hasattr(thunderlab, "last_record") else None
