@@ -211,7 +211,7 @@ def sub(a, b, *, alpha=None):
 
 @torchsymbol(torch.rsub, methods=("__rsub__",))
 def rsub(a, b, *, alpha=None):
-    return sub(b, a, alpha=alpha)
+    return sub(b, a) if alpha is None else sub(b, a, alpha=alpha)
 
 
 @torchsymbol(torch.mul, operator.mul, methods=("mul", "__mul__", "__rmul__"))

@@ -210,6 +210,16 @@ def _(b, g):
     return [(a, prims.div(g, prims.sub(1.0, prims.mul(a, a))))]
 
 
+@_unary("erfinv")
+def _(b, g):  # d erfinv(x) = sqrt(pi) / 2 * exp(erfinv(x) ** 2)
+    return [(b.args[0], prims.mul(g, prims.mul(prims.exp(prims.mul(b.output, b.output)), math.sqrt(math.pi) / 2)))]
+
+
+@_unary("lgamma")
+def _(b, g):
+    return [(b.args[0], prims.mul(g, prims.digamma(b.args[0])))]
+
+
 @vjp("prims.floor", "prims.ceil", "prims.round", "prims.trunc", "prims.sign")
 def _(b, g):
     return []  # zero almost everywhere
@@ -351,13 +361,25 @@ def _(b, g):
 
 @vjp("prims.pad")
 def _(b, g):
+    # Input element i of a dimension lands at lo + i * (interior + 1) of the output; negative
+    # low or high padding crops, so only the elements landing inside the output get a gradient
+    # (the slice of g at their positions) and the cropped ones get 0 (padded back around it).
     a, _value, config = b.args
-    if any(lo < 0 or hi < 0 for lo, hi, _ in config):
-        return NotImplemented
-    starts = tuple(lo for lo, _, _ in config)
-    steps = tuple(it + 1 for _, _, it in config)
-    ends = tuple(lo + (n - 1) * st + 1 if n else lo for (lo, _, _), n, st in zip(config, a.shape, steps))
-    return [(a, prims.slice(g, starts, ends, steps)), (_value, None)]
+    starts, ends, steps, back = [], [], [], []
+    for (lo, _hi, it), n, m in zip(config, a.shape, g.shape):
+        step = it + 1
+        first = max(0, -(lo // step) if lo < 0 else 0)  # the first i with lo + i * step >= 0
+        last = min(n - 1, (m - 1 - lo) // step) if m - 1 - lo >= 0 else -1  # the last with position < m
+        if n == 0 or first > last:
+            return [(a, prims.full(a.shape, 0.0, dtype=g.dtype, device=g.device)), (_value, None)]
+        starts.append(lo + first * step)
+        ends.append(lo + last * step + 1)
+        steps.append(step)
+        back.append((first, n - 1 - last, 0))
+    kept = prims.slice(g, tuple(starts), tuple(ends), tuple(steps))
+    if any(lo or hi for lo, hi, _ in back):
+        kept = prims.pad(kept, 0.0, tuple(back))
+    return [(a, kept), (_value, None)]
 
 
 @vjp("prims.cat")
@@ -387,10 +409,22 @@ def _(b, g):
 
 @vjp("prims.prod")
 def _(b, g):
+    # d prod / d a_i is the product of the other elements. out / a_i gives it only where the
+    # group has no zero: with one zero, the zero's gradient is the product of the rest and
+    # every other element's is 0; with two or more, all are 0.
     a, dims = b.args
     if not dims:
         return [(a, g)]
-    return [(a, prims.div(prims.mul(_bcast(g, a.shape, dims), _bcast(b.output, a.shape, dims)), a))]
+    if not a.dtype.is_floating_point:
+        return []
+    zero = prims.eq(a, 0.0)
+    nonzero = prims.where(zero, prims.full(a.shape, 1.0, dtype=a.dtype, device=a.device), a)
+    rest = _bcast(prims.prod(nonzero, dims), a.shape, dims)  # the product of the group's nonzero elements
+    zeros = _bcast(prims.sum(prims.convert_element_type(zero, a.dtype), dims), a.shape, dims)
+    nil = prims.full(a.shape, 0.0, dtype=a.dtype, device=a.device)
+    at_zero = prims.where(prims.eq(zeros, 1.0), rest, nil)
+    elsewhere = prims.where(prims.eq(zeros, 0.0), prims.div(rest, nonzero), nil)
+    return [(a, prims.mul(_bcast(g, a.shape, dims), prims.where(zero, at_zero, elsewhere)))]
 
 
 @vjp("prims.amax", "prims.amin")
@@ -427,6 +461,34 @@ def _(b, g):
         n = math.prod(a.shape[d] for d in dims) if dims else 1
         grads.append((a, prims.div(_bcast(gm, a.shape, dims), n)))
     return grads
+
+
+def _scatter_back(a, dim, indices, g):
+    """The gradient of picking ``indices`` along ``dim`` of ``a`` (topk, sort): ``g`` put back where it came from."""
+    if a.ndim == 0:
+        return g
+    zero = prims.full(a.shape, 0.0, dtype=g.dtype, device=g.device)
+    return prims.scatter_add(zero, dim, indices, g)
+
+
+@vjp("prims.topk")
+def _(b, g):
+    a, _k, dim = b.args[:3]
+    gv = g[0]
+    values, indices = b.output
+    return [(a, _scatter_back(a, dim, indices, gv))] if gv is not None else []
+
+
+@vjp("ltorch.sort")
+def _(b, g):
+    a = b.args[0]
+    dim = b.args[1] if len(b.args) > 1 and isinstance(b.args[1], int) and not isinstance(b.args[1], bool) \
+        else b.kwargs.get("dim", -1)
+    gv = g[0]
+    values, indices = b.output
+    if gv is None:
+        return []
+    return [(a, _scatter_back(a, dim % max(a.ndim, 1), indices, gv))]
 
 
 @vjp("prims.cumsum")
@@ -493,6 +555,16 @@ def _(b, g):
 
 
 # -- torch-level ops kept whole ---------------------------------------------------------------
+@vjp("ltorch.rsub")
+def _(b, g):
+    # rsub(a, b, alpha) = b - alpha * a. (Its decomposition calls ltorch.sub with alpha=None,
+    # which torch.sub rejects when autodiff runs that call by itself.)
+    a, c = b.args[:2]
+    alpha = b.kwargs.get("alpha")
+    ga = prims.neg(g) if alpha in (None, 1) else prims.mul(g, -alpha)
+    return [(a, sum_to(ga, a.shape) if _is_t(a) else None), (c, sum_to(g, c.shape) if _is_t(c) else None)]
+
+
 @vjp("ltorch.layer_norm")
 def _(b, g):
     a, normalized_shape = b.args[:2]
@@ -609,12 +681,17 @@ def _float_tensors(args, kwargs) -> list:
             and (v.dtype.is_floating_point or v.dtype.is_complex)]
 
 
-def _eager_vjp_impl(qualname, args, kwargs, grads):
+def _eager_vjp_impl(qualname, args, kwargs, grads, wrt=None):
+    """Gradients of the call for its floating tensor arguments, in order; ``wrt`` (one bool each)
+    names those to differentiate (the others get zeros: some arguments, such as nll_loss's weight,
+    PyTorch refuses to differentiate at all)."""
     fn = _resolve(qualname)
+    floats = _float_tensors(args, kwargs)
+    wanted = {id(v) for v, w in zip(floats, wrt if wrt is not None else [True] * len(floats)) if w}
     leaves = {}
 
     def leaf(v):
-        if isinstance(v, torch.Tensor) and (v.dtype.is_floating_point or v.dtype.is_complex):
+        if isinstance(v, torch.Tensor) and id(v) in wanted:
             t = leaves.get(id(v))
             if t is None:
                 t = leaves[id(v)] = v.detach().requires_grad_()
@@ -628,12 +705,17 @@ def _eager_vjp_impl(qualname, args, kwargs, grads):
         out = fn(*a2, **k2)
         outs = [o for o in tree_flatten(out) if isinstance(o, torch.Tensor)]
         pairs = [(o, gr) for o, gr in zip(outs, grads) if gr is not None and o.requires_grad]
-        inputs = [leaf(v) for v in _float_tensors(args, kwargs)]
-        res = torch.autograd.grad([o for o, _ in pairs], inputs, [gr for _, gr in pairs], allow_unused=True)
-    return tuple(torch.zeros_like(i) if r is None else r for i, r in zip(inputs, res))
+        inputs = [leaves[id(v)] for v in floats if id(v) in wanted]
+        res = iter(torch.autograd.grad([o for o, _ in pairs], inputs, [gr for _, gr in pairs], allow_unused=True)
+                   if pairs and inputs else [None] * len(inputs))
+    out = []
+    for v in floats:
+        r = next(res) if id(v) in wanted else None
+        out.append(torch.zeros_like(v) if r is None else r)
+    return tuple(out)
 
 
-def _eager_vjp_meta(qualname, args, kwargs, grads):
+def _eager_vjp_meta(qualname, args, kwargs, grads, wrt=None):
     tr = current_trace()
     return tuple(tr.proxy(v.shape, v.dtype, v.device) for v in _float_tensors(args, kwargs))
 
@@ -645,5 +727,10 @@ setattr(lt, "eager_vjp", eager_vjp)
 def eager_rule(b: BoundSymbol, g):
     """Differentiate ``b`` by running it under PyTorch autograd in the backward trace."""
     grads = tuple(g) if isinstance(g, tuple) else (g,)
-    outs = eager_vjp(b.sym.qualname, b.args, b.kwargs, grads)
-    return list(zip(_float_tensors(b.args, b.kwargs), outs))
+    floats = _float_tensors(b.args, b.kwargs)
+    wrt = tuple(p.requires_grad for p in floats)
+    if not any(wrt):
+        return []
+    outs = eager_vjp(b.sym.qualname, b.args, b.kwargs, grads, wrt) if not all(wrt) else \
+        eager_vjp(b.sym.qualname, b.args, b.kwargs, grads)
+    return [(p, o) for p, o, w in zip(floats, outs, wrt) if w]

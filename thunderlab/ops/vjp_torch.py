@@ -180,6 +180,8 @@ def _(b, g):
     if _is_t(mask) and mask.requires_grad:
         return NotImplemented
     q, k, v = p["q"], p["k"], p["v"]
+    if not q.ndim == k.ndim == v.ndim == 4:
+        return NotImplemented  # the fused kernels take (batch, heads, length, dim)
     gq, gk, gv = sdpa_backward(g, q, k, v, mask, p.get("is_causal", False), p.get("scale"))
     return [(q, gq), (k, gk), (v, gv)]
 
@@ -244,8 +246,8 @@ def _(b, g):
 @vjp("ltorch.getitem")
 def _(b, g):
     a, key = b.args
-    if any(_is_t(k) for k in (key if isinstance(key, tuple) else (key,))):
-        return NotImplemented
+    if any(_is_t(k) or isinstance(k, list) for k in (key if isinstance(key, tuple) else (key,))):
+        return NotImplemented  # advanced indexing can pick an element twice: the decomposition sums
     return [(a, getitem_backward(g, a.shape, key))]
 
 

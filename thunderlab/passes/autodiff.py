@@ -17,12 +17,42 @@ def _differentiable(p) -> bool:
     return isinstance(p, TensorProxy) and (p.dtype.is_floating_point or p.dtype.is_complex)
 
 
+def _output_grads(b: BoundSymbol, gs: list):
+    """The gradient argument of ``b``'s rule: one proxy, or a tuple (None where an output has none)."""
+    return gs[0] if isinstance(b.output, TensorProxy) else tuple(gs)
+
+
+def _declines(b: BoundSymbol) -> bool:
+    """Whether ``b`` has no rule, or a rule that returns NotImplemented for these arguments.
+
+    A rule declines by its arguments (a dtype, dropout, a tensor exponent); asking it in a
+    scratch trace tells before the forward is fixed whether the decomposition's intermediates
+    will be needed, so the forward computes them (backward cannot recompute a random one).
+    """
+    rule = VJP.get(b.sym.qualname)
+    if rule is None:
+        return True
+    scratch = Trace("probe")
+    with scratch.active():
+        gs = [scratch.proxy(p.shape, p.dtype, p.device) if _differentiable(p) else None for p in b.outputs]
+        return rule(b, _output_grads(b, gs)) is NotImplemented
+
+
+def _propagate(bsyms, needs: set[str]) -> set[str]:
+    """``needs`` plus the differentiable outputs of ``bsyms`` that depend on it."""
+    needs = set(needs)
+    for b in bsyms:
+        if any(p.name in needs for p in b.inputs):
+            needs.update(p.name for p in b.outputs if _differentiable(p))
+    return needs
+
+
 def _expand(bsyms, needs: set[str]) -> list[BoundSymbol]:
-    """Replace calls that need a gradient but have no rule by their decompositions."""
+    """Replace calls that need a gradient but have no rule (or a declining one) by their decompositions."""
     out = []
     for b in bsyms:
         wants = any(p.name in needs for p in b.inputs)
-        if wants and b.sym.qualname not in VJP and b.subsymbols:
+        if wants and b.subsymbols and _declines(b):
             out.extend(_expand(b.subsymbols, needs))
             continue
         if wants:
@@ -32,8 +62,7 @@ def _expand(bsyms, needs: set[str]) -> list[BoundSymbol]:
 
 
 def _with_grads(bw: Trace, b: BoundSymbol, grads: dict) -> list:
-    gs = [grads.get(p.name) for p in b.outputs]
-    g = gs[0] if isinstance(b.output, TensorProxy) else tuple(gs)
+    g = _output_grads(b, [grads.get(p.name) for p in b.outputs])
     rule = VJP.get(b.sym.qualname)
     with bw.deriving(b):
         pairs = rule(b, g) if rule is not None else NotImplemented
@@ -54,7 +83,7 @@ def _backprop(bw: Trace, bsyms, needs, grads) -> None:
             continue
         pairs = _with_grads(bw, b, grads)
         if pairs is NotImplemented:  # the rule declined these arguments: go through the decomposition
-            _backprop(bw, b.subsymbols, needs, grads)
+            _backprop(bw, b.subsymbols, _propagate(b.subsymbols, needs), grads)
             continue
         for p, gp in pairs:
             if not isinstance(p, TensorProxy) or gp is None or p.name not in needs:
@@ -75,10 +104,7 @@ def split(trace: Trace) -> tuple[Trace, Trace] | None:
     if not needs:
         return None
     fwd_bsyms = _expand(trace.bound_symbols, set(needs))
-    needs_all = set(needs)
-    for b in fwd_bsyms:
-        if any(p.name in needs_all for p in b.inputs):
-            needs_all.update(p.name for p in b.outputs if _differentiable(p))
+    needs_all = _propagate(fwd_bsyms, needs)
     bw = trace.derive(name="backward", inputs=[], bound_symbols=[], output=None)
     grads: dict[str, TensorProxy] = {}
     grad_inputs, grad_of = [], []

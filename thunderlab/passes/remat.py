@@ -29,6 +29,8 @@ def _bytes(p: TensorProxy) -> int:
 
 def plan(forward, saved: list[TensorProxy]) -> tuple[list[TensorProxy], list[BoundSymbol]]:
     """(values to save, forward calls to recompute in backward, in forward order)."""
+    if not saved:  # backward needs only the incoming gradients
+        return [], []
     g = nx.DiGraph()
     producer: dict[str, BoundSymbol] = {}
     for p in forward.tensor_inputs():
