@@ -211,3 +211,15 @@ def test_kernel_profile_attributes_kernels_to_regions():
     names0 = {k["name"] for k in kernels["testfuse0"]}
     assert "aten::sin" in names0 and "aten::cos" in names0
     assert any(k["name"] == "aten::mm" for k in kernels["(outside regions)"])
+
+
+def test_every_region_shows_what_nvfuser_would_be_given():
+    def f(x, w, b):
+        return torch.nn.functional.layer_norm(x * 2 + 1, (8,), w, b).tanh()
+
+    j = thunderlab.jit(f, pipeline="claim{executors=testfuse+torch},fuse")
+    args = torch.randn(4, 8), torch.randn(8), torch.randn(8)
+    j(*args)
+    regions = next(s for s in thunderlab.last_record(j).steps if s.spec == "fuse").notes["regions"]
+    texts = [r["nvfuser_definition"] for r in regions.values()]
+    assert any("fd.ops.mul(" in t and "fd.add_output(" in t and "def nvfuser_fusion(fd" in t for t in texts), texts

@@ -85,13 +85,9 @@ def _order(units: list, deps: dict[int, set[int]], key: dict[int, int]) -> list:
     return out
 
 
-def fuse_trace(trace: Trace, counter: list[int], max_size: int, notes: dict) -> Trace:
+def fuse_trace(trace: Trace, counter: list[int], max_size: int) -> Trace:
     groups, group_of, why = _plan(trace, max_size)
     bsyms = trace.bound_symbols
-    used_later: dict[str, int] = {}
-    for i, b in enumerate(bsyms):
-        for p in b.inputs:
-            used_later[p.name] = i
     out_names = {p.name for p in trace.output_proxies()}
     # units: one per region with two or more members, one per other call
     unit_of_call: dict[int, int] = {}
@@ -114,7 +110,7 @@ def fuse_trace(trace: Trace, counter: list[int], max_size: int, notes: dict) -> 
         unit_of_call[i] = u
         key[u] = i  # a unit sorts by its last member
     for g, u in region_for_group.items():
-        units[u] = _region(groups[g], counter, used_later, out_names, trace, notes)
+        units[u] = _region(groups[g], counter, out_names, trace)
     deps: dict[int, set[int]] = {u: set() for u in range(len(units))}
     producer_unit: dict[str, int] = {}
     last_barrier = None
@@ -131,11 +127,10 @@ def fuse_trace(trace: Trace, counter: list[int], max_size: int, notes: dict) -> 
             last_barrier = u
         for o in b.outputs:
             producer_unit[o.name] = u
-    notes.setdefault("left_out", {}).update(why)
     return trace.derive(bound_symbols=_order(units, deps, key))
 
 
-def _region(group: _Group, counter, used_later, out_names, trace, notes) -> BoundSymbol:
+def _region(group: _Group, counter, out_names, trace) -> BoundSymbol:
     members = group.members
     made = {p.name for b in members for p in b.outputs}
     inputs, seen = [], set()
@@ -154,17 +149,10 @@ def _region(group: _Group, counter, used_later, out_names, trace, notes) -> Boun
     outputs = tuple(p for b in members for p in b.outputs if p.name in out_names or p.name in consumers)
     name = f"{group.executor}{counter[0]}"
     counter[0] += 1
-    sym = Symbol(name=name, module="fusion", impl=_eager_region, qualname=name)
+    sym = Symbol(name=name, module="fusion", impl=None, qualname=name)
     region = BoundSymbol(sym, tuple(inputs), {}, outputs, tuple(members), members[-1].source, executor=group.executor)
-    sym.impl = _EagerRegion(region)
-    notes.setdefault("regions", {})[name] = {"executor": group.executor, "members": len(members),
-                                           "member_ids": [b.id for b in members],
-                                           "inputs": [p.name for p in inputs], "outputs": [p.name for p in outputs]}
+    sym.impl = _EagerRegion(region)  # what printed programs and verification run
     return region
-
-
-def _eager_region(*args):  # replaced per region; kept for pickling-free printing
-    raise RuntimeError("region not bound")
 
 
 class _EagerRegion:
@@ -183,6 +171,18 @@ class _EagerRegion:
         return self._fn(*args)
 
 
+def nvfuser_view(region: BoundSymbol) -> str:
+    """What nvFuser would be given for this region (its members as prims), or why it cannot be."""
+    from thunderlab.executors import nvfuser
+
+    prims_only = region.replace(subsymbols=tuple(leaf for s in region.subsymbols for leaf in s.flat()))
+    for b in prims_only.subsymbols:
+        ok, why = nvfuser.translatable(b)
+        if not ok:
+            return f"# not translatable to nvFuser: {why}"
+    return nvfuser.definition_text(region_trace(prims_only))
+
+
 @register_pass
 @dataclass(frozen=True)
 class Fuse(Pass):
@@ -194,9 +194,7 @@ class Fuse(Pass):
 
     def __call__(self, program: Program) -> Program:
         counter = [0]
-        notes: dict = {}
-        out = Program({n: fuse_trace(t, counter, self.max_size, notes) for n, t in program.traces.items()})
-        return out
+        return Program({n: fuse_trace(t, counter, self.max_size) for n, t in program.traces.items()})
 
     def describe(self, before: Program, after: Program) -> dict:
         regions = {}
@@ -205,7 +203,8 @@ class Fuse(Pass):
             for b in t.bound_symbols:
                 if b.sym.module == "fusion":
                     regions[b.sym.name] = {"executor": b.executor, "members": len(b.subsymbols),
-                                           "member_ids": [s.id for s in b.subsymbols]}
+                                           "member_ids": [s.id for s in b.subsymbols],
+                                           "nvfuser_definition": nvfuser_view(b)}
                 elif b.declined and b.executor == "torch":
                     left_out[b.id] = b.declined[-1][1]
         return {"regions": regions, "left_out": left_out}
