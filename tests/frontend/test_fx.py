@@ -53,3 +53,14 @@ def test_tensor_methods_and_views_trace():
     j = thunderlab.jit(f, pipeline="dce,cse,claim{decompose=all},del", verify=True)
     x = torch.randn(4, 6)
     torch.testing.assert_close(j(x), f(x))
+
+
+def test_python_unary_operators_map_to_symbols():
+    def f(x):
+        return -x + abs(x)
+
+    j = thunderlab.jit(f)
+    x = torch.randn(5)
+    torch.testing.assert_close(j(x), f(x))
+    code = thunderlab.last_record(j).steps[0].program.forward.python(source=False)
+    assert "ltorch.neg(x)" in code and "ltorch.abs(x)" in code and "opaque" not in code

@@ -57,6 +57,11 @@ ADAPTERS: dict[Callable, Callable] = {
 }
 for _f in (F.softmax, F.log_softmax):
     FUNCTIONS[_f] = TORCH_SYMBOLS[_f.__name__][0]
+# Python's unary operators on tensors (-x, abs(x), ~x) reach the graph as operator.*
+FUNCTIONS.update({operator.neg: TORCH_SYMBOLS["neg"][0], operator.abs: TORCH_SYMBOLS["abs"][0],
+                  operator.invert: TORCH_SYMBOLS["bitwise_not"][0]})
+for _m, _n in (("__neg__", "neg"), ("__abs__", "abs"), ("__invert__", "bitwise_not")):
+    METHODS.setdefault(_m, TORCH_SYMBOLS[_n][0])
 
 # in-place Python operators and their functional twins
 INPLACE_OPERATORS = {
