@@ -179,14 +179,17 @@ def _to_structure(x):
     return x
 
 
-def trace_sample(sym, call, sample):
-    """The forward trace of one call of ``sym`` on ``sample``, and the real tensors its inputs stand for."""
+def trace_sample(sym, call, sample, requires_grad=lambda v: False):
+    """The forward trace of one call of ``sym`` on ``sample``, and the real tensors its inputs stand for.
+
+    ``requires_grad(tensor)`` says which input proxies require grad (none by default).
+    """
     tr = Trace("forward")
     real: list[torch.Tensor] = []
     with tr.active():
         def to_proxy(v):
             if isinstance(v, torch.Tensor):
-                p = tr.proxy(v.shape, v.dtype, v.device, requires_grad=False, name=f"x{len(real)}")
+                p = tr.proxy(v.shape, v.dtype, v.device, requires_grad=requires_grad(v), name=f"x{len(real)}")
                 tr.inputs.append(p)
                 real.append(v)
                 return p

@@ -45,6 +45,7 @@ from test_opinfo import (  # noqa: E402  (the OpInfo selection and sample helper
     dtype_name,
     op_id,
     select,
+    trace_sample,
 )
 
 from thunderlab.core.program import Program  # noqa: E402
@@ -117,22 +118,7 @@ def _wants_grad(v) -> bool:
 
 def trace_grad_sample(sym, call, sample):
     """The forward trace of one call of ``sym``, its inputs proxies requiring grad as the sample's do."""
-    tr = Trace("forward")
-    real: list[torch.Tensor] = []
-    with tr.active():
-        def to_proxy(v):
-            if isinstance(v, torch.Tensor):
-                p = tr.proxy(v.shape, v.dtype, v.device, requires_grad=_wants_grad(v), name=f"x{len(real)}")
-                tr.inputs.append(p)
-                real.append(v)
-                return p
-            return v
-
-        inp, args, kwargs = tree_map(to_proxy, (_to_structure(sample.input), _to_structure(tuple(sample.args)),
-                                                dict(sample.kwargs)))
-        cargs, ckwargs = call(inp, *args, **kwargs)
-        tr.output = sym(*cargs, **ckwargs)
-    return tr, real
+    return trace_sample(sym, call, sample, requires_grad=_wants_grad)
 
 
 def gradient_source(steps) -> str | None:
