@@ -105,7 +105,7 @@ def compile_region(key, region, args):
     with mock.patch.object(GraphLowering, "save_output_code", staticmethod(source.append)), torch.no_grad():
         fn(*args)  # compiles, with the first call's real inputs (their types and strides)
     if not source:
-        source.append("# loaded from Inductor's disk cache: the kernel source was not generated again in this process")
+        source.append("# Inductor handed back no kernel source for this region")
     with _lock:
         _compiled[key] = (fn, source)
     return fn, source
