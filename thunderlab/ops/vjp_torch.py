@@ -49,6 +49,14 @@ def _sdpa_backward(g, q, k, v, attn_mask, is_causal, scale):
         return tuple(torch.autograd.grad(out, (qq, kk, vv), g))
 
 
+def _linear_backward(g, a, w, need_input, need_bias):
+    g2 = g.reshape(-1, g.shape[-1])
+    ga = g.matmul(w) if need_input else None
+    gw = g2.t().mm(a.reshape(-1, a.shape[-1]))
+    gb = g2.sum(0) if need_bias else None
+    return ga, gw, gb
+
+
 def _getitem_backward(g, shape, key):
     out = torch.zeros(shape, dtype=g.dtype, device=g.device)
     out[key] = g
@@ -64,6 +72,7 @@ layer_norm_backward = backward_symbol("layer_norm_backward", _layer_norm_backwar
 sdpa_backward = backward_symbol("sdpa_backward", _sdpa_backward)
 embedding_backward = backward_symbol("embedding_backward", aten.embedding_dense_backward)
 getitem_backward = backward_symbol("getitem_backward", _getitem_backward)
+linear_backward = backward_symbol("linear_backward", _linear_backward)
 
 
 def _arg(b, i, name, default=None):
@@ -194,6 +203,19 @@ def _(b, g):
     padding_idx = _arg(b, 2, "padding_idx")
     pad = -1 if padding_idx is None else (padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx)
     return [(weight, embedding_backward(g, idx, weight.shape[0], pad, False))]
+
+
+_linear_by_prims = VJP["ltorch.linear"]
+
+
+@vjp("ltorch.linear")
+def _(b, g):
+    a, w = b.args[:2]
+    bias = _arg(b, 2, "bias")
+    if a.ndim < 2 or g.ndim < 2:
+        return _linear_by_prims(b, g)  # vectors: the general rule
+    ga, gw, gb = linear_backward(g, a, w, a.requires_grad, _is_t(bias))
+    return [(a, ga), (w, gw), (bias, gb)]
 
 
 # -- views and reductions --------------------------------------------------------------------
