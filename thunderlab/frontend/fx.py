@@ -17,7 +17,7 @@ import torch
 import torch.fx
 
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import SourceInfo, proxies_in, tree_flatten, tree_map
+from thunderlab.core.symbols import SourceInfo, proxies_in, tree_flatten
 from thunderlab.core.trace import ScalarInput, Trace, TraceError
 from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch

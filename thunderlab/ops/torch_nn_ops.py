@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from . import prims
-from .torch_ops import _convert, _dim, _dims, _is_t, _keep, opaque_symbol, torchsymbol
+from .torch_ops import _convert, _dims, _is_t, _keep, opaque_symbol, torchsymbol
 
 __all__ = []
 _nn = torch._C._nn

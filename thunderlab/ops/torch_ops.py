@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import builtins
 import math
-from numbers import Number
 
 import torch
 import torch.nn.functional as F

@@ -358,7 +358,7 @@ def _getitem(a, key):
         key = key[:i] + (slice(None),) * (a.ndim - n_real) + key[i + 1:]
     else:
         key = key + (slice(None),) * (a.ndim - n_real)
-    starts, ends, steps, squeeze, shape_after = [], [], [], [], []
+    starts, ends, steps = [], [], []
     dim = 0
     for k in key:
         if k is None:
@@ -368,7 +368,7 @@ def _getitem(a, key):
             i = k + n if k < 0 else k
             if not 0 <= i < n:
                 raise TraceError(f"getitem: index {k} is out of range for dimension {dim} of size {n}")
-            starts.append(i), ends.append(i + 1), steps.append(1), squeeze.append(dim)
+            starts.append(i), ends.append(i + 1), steps.append(1)
         elif isinstance(k, slice):
             s, e, st = k.indices(n)
             if st <= 0:
