@@ -223,3 +223,16 @@ def test_every_region_shows_what_nvfuser_would_be_given():
     regions = next(s for s in thunderlab.last_record(j).steps if s.spec == "fuse").notes["regions"]
     texts = [r["nvfuser_definition"] for r in regions.values()]
     assert any("fd.ops.mul(" in t and "fd.add_output(" in t and "def nvfuser_fusion(fd" in t for t in texts), texts
+
+
+def test_inductor_region_with_the_same_tensor_twice_stays_correct():
+    """TorchDynamo merges inputs that are one tensor on the first call; later calls may differ."""
+    def f(a, b):
+        return torch.sin(a) * 2 + torch.cos(b)
+
+    j = thunderlab.jit(f, pipeline=INDUCTOR, tiered=False)
+    x = torch.randn(16)
+    with torch.no_grad():
+        torch.testing.assert_close(j(x, x), f(x, x))
+        y = torch.randn(16)
+        torch.testing.assert_close(j(x, y), f(x, y))
