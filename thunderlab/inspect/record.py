@@ -47,6 +47,12 @@ class Step:
         """The program after this step as runnable Python (one trace, default forward)."""
         return self.program.traces[trace].python(header=self.header(trace))
 
+    def graph(self, trace: str = "forward", *, expand_regions: bool = False):
+        """The program after this step as a dataflow graph (see ``thunderlab.inspect.graph``)."""
+        from .graph import trace_graph
+
+        return trace_graph(self.program.traces[trace], expand_regions=expand_regions)
+
     def header(self, trace: str = "forward") -> str:
         return (f"thunderlab · {trace} · step {self.index} \"{self.spec}\" · {self.ms:.1f} ms · "
                 f"{self.symbols_before} -> {self.symbols_after} symbols")
@@ -85,6 +91,18 @@ class CompileRecord:
     @property
     def compile_seconds(self) -> float:
         return sum(s.seconds for s in self.steps)
+
+    def diff(self, a: int, b: int, trace: str = "forward") -> str:
+        """The unified diff of one trace between steps ``a`` and ``b``."""
+        from .diff import text_diff
+
+        sa, sb = self.steps[a], self.steps[b]
+        if sa.program is None or sb.program is None:
+            raise ValueError(f"step {a if sa.program is None else b} failed and has no program to compare")
+        if trace not in sa.program.traces or trace not in sb.program.traces:
+            raise ValueError(f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}")
+        return text_diff(sa.program.traces[trace], sb.program.traces[trace],
+                         before_name=f"{a} {sa.spec}", after_name=f"{b} {sb.spec}")
 
     def table(self) -> str:
         """The pass table: one row per step with milliseconds, symbols and verification."""

@@ -1,0 +1,145 @@
+"""Graphs of traces: nodes are bound symbols (by stable id), edges are the values between them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from thunderlab.core.proxies import TensorProxy
+from thunderlab.core.symbols import BoundSymbol
+from thunderlab.core.trace import Trace
+
+
+@dataclass
+class Node:
+    id: str  # "b<bound symbol id>", "in:<name>" or "out"
+    label: str
+    kind: str  # "call", "input", "output", "region"
+    executor: str | None = None
+    source: str | None = None
+    group: str | None = None  # the fusion region a member belongs to
+    signature: str = ""  # what the call computes, independent of value names
+
+
+@dataclass
+class Edge:
+    src: str
+    dst: str
+    value: str
+    type: str
+
+
+@dataclass
+class Graph:
+    """A trace as a dataflow graph; fusion regions are nodes whose members carry ``group``."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+
+    def to_networkx(self):
+        import networkx as nx
+
+        g = nx.DiGraph()
+        for n in self.nodes.values():
+            g.add_node(n.id, label=n.label, kind=n.kind, executor=n.executor, group=n.group)
+        for e in self.edges:
+            g.add_edge(e.src, e.dst, value=e.value, type=e.type)
+        return g
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text; regions are clusters."""
+        lines = ["digraph trace {", "  node [shape=box, fontname=monospace];"]
+        groups: dict[str | None, list[Node]] = {}
+        for n in self.nodes.values():
+            groups.setdefault(n.group, []).append(n)
+        for group, members in groups.items():
+            indent = "  "
+            if group:
+                lines.append(f'  subgraph "cluster_{_esc(group)}" {{ label="{_esc(group)}";')
+                indent = "    "
+            for n in members:
+                shape = ", shape=ellipse" if n.kind in ("input", "output") else ""
+                lines.append(f'{indent}"{_esc(n.id)}" [label="{_esc(n.label)}"{shape}];')
+            if group:
+                lines.append("  }")
+        for e in self.edges:
+            lines.append(f'  "{_esc(e.src)}" -> "{_esc(e.dst)}" [label="{_esc(e.value)}: {_esc(e.type)}"];')
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+def _esc(s: str) -> str:
+    return str(s).replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _signature(b: BoundSymbol, canon: dict[str, str]) -> str:
+    def show(v):
+        if isinstance(v, TensorProxy):
+            return canon.get(v.name, v.name)
+        if isinstance(v, (tuple, list)):
+            return "(" + ", ".join(show(e) for e in v) + ")"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}={show(e)}" for k, e in v.items()) + "}"
+        return repr(v)
+
+    return f"{b.sym.qualname}{show(tuple(b.args))}{show(b.kwargs) if b.kwargs else ''}@{b.executor}"
+
+
+def trace_graph(trace: Trace, *, expand_regions: bool = False) -> Graph:
+    """The dataflow graph of ``trace``. With ``expand_regions``, region members are nodes of their own."""
+    g = Graph()
+    producer: dict[str, str] = {}
+    canon: dict[str, str] = {}  # value name -> "<producer id>.<k>": the same across renames
+    for p in trace.tensor_inputs():
+        nid = f"in:{p.name}"
+        g.nodes[nid] = Node(nid, p.name, "input", signature=p.type_string())
+        producer[p.name] = nid
+        canon[p.name] = nid
+
+    def add(b: BoundSymbol, group: str | None):
+        nid = f"b{b.id}"
+        for p in b.inputs:
+            src = producer.get(p.name)
+            if src is not None:
+                g.edges.append(Edge(src, nid, p.name, p.type_string()))
+        kind = "region" if b.sym.module == "fusion" else "call"
+        src = b.source.short() if b.source else None
+        g.nodes[nid] = Node(nid, b.sym.qualname, kind, b.executor, src, group, _signature(b, canon))
+        for k, p in enumerate(b.outputs):
+            producer[p.name] = nid
+            canon[p.name] = f"{nid}.{k}"
+
+    for b in trace.bound_symbols:
+        if b.sym.name == "python_del":
+            continue
+        if expand_regions and b.sym.module == "fusion":
+            for m in b.subsymbols:
+                add(m, b.sym.name)
+        else:
+            add(b, None)
+    g.nodes["out"] = Node("out", "return", "output")
+    for p in trace.output_proxies():
+        if p.name in producer:
+            g.edges.append(Edge(producer[p.name], "out", p.name, p.type_string()))
+    return g
+
+
+@dataclass
+class GraphDiff:
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
+
+    def marks(self) -> dict[str, str]:
+        out = {n: "added" for n in self.added}
+        out.update({n: "removed" for n in self.removed})
+        out.update({n: "changed" for n in self.changed})
+        return out
+
+
+def graph_diff(before: Graph, after: Graph) -> GraphDiff:
+    """Which nodes a pass added, removed or changed, matched by stable id (renames are not changes)."""
+    calls_b = {k: n for k, n in before.nodes.items() if n.kind != "output"}
+    calls_a = {k: n for k, n in after.nodes.items() if n.kind != "output"}
+    added = [k for k in calls_a if k not in calls_b]
+    removed = [k for k in calls_b if k not in calls_a]
+    changed = [k for k in calls_a if k in calls_b and calls_a[k].signature != calls_b[k].signature]
+    return GraphDiff(added, removed, changed)
