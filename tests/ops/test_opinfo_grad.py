@@ -235,17 +235,6 @@ def check_grad_sample(op, sample, index: int) -> str | None:
 
 
 # -- tests ---------------------------------------------------------------------------------------
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Samples are tiny: torch's intra-op threads only cost time, badly so on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def run_op(name) -> tuple[list[str], list[str], list[str], int]:
     """(failures, stale SKIP entries, gradient sources in order of first use, samples checked)."""
     op = grad_opinfos()[name]

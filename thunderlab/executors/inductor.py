@@ -34,6 +34,21 @@ def cache_dir() -> str:
     return d
 
 
+def _arg(b: BoundSymbol, i: int, name: str, default):
+    return b.args[i] if len(b.args) > i else b.kwargs.get(name, default)
+
+
+def _draws_random(b: BoundSymbol) -> bool:
+    """Whether this call really draws random numbers (dropout that drops, attention with dropout)."""
+    if not b.sym.random:
+        return False
+    if b.sym.name == "dropout":
+        return bool(_arg(b, 2, "training", True)) and _arg(b, 1, "p", 0.5) > 0
+    if b.sym.name == "scaled_dot_product_attention":
+        return _arg(b, 4, "dropout_p", 0.0) > 0
+    return True
+
+
 class InductorExecutor(Executor):
     name = "inductor"
     fusion = True
@@ -58,9 +73,8 @@ class InductorExecutor(Executor):
             return False, f"{s.qualname} is an opaque torch call, which inductor is not handed"
         if s.side_effect:
             return False, f"{s.qualname} writes to an argument"
-        if s.random and (s.name != "scaled_dot_product_attention" or bsym.kwargs.get("dropout_p", 0.0)):
-            if not (s.name == "dropout" and (bsym.kwargs.get("training") is False or (len(bsym.args) > 2 and bsym.args[2] is False))):
-                return False, f"{s.qualname} is random: inductor's generator differs from eager torch's"
+        if _draws_random(bsym):
+            return False, f"{s.qualname} is random: inductor's generator differs from eager torch's"
         devices = {p.device.type for p in bsym.inputs + bsym.outputs}
         if devices - {"cpu", "cuda"}:
             return False, f"inductor runs on cpu and cuda, not {sorted(devices - {'cpu', 'cuda'})}"
