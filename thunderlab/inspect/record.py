@@ -38,6 +38,7 @@ class Step:
     verification: Verification | None = None
     error: str | None = None
     notes: dict[str, Any] = field(default_factory=dict)  # per-pass facts, e.g. claim's declines
+    pass_type: Any = field(default=None, repr=False)  # the Pass class that ran (re-runs reuse a step only for the same class)
 
     @property
     def ms(self) -> float:
@@ -74,6 +75,7 @@ class CompileRecord:
     example_inputs: tuple | None = field(default=None, repr=False)
     reference: Any = field(default=None, repr=False)
     regions: dict = field(default_factory=dict, repr=False)  # name -> the live runner of each fusion region
+    reused: int = 0  # passes taken unchanged from the record this one was re-run from
 
     def timings(self) -> dict:
         """Per fusion region: which version runs, when it switched, and count/median/min per version."""
@@ -103,6 +105,44 @@ class CompileRecord:
             raise ValueError(f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}")
         return text_diff(sa.program.traces[trace], sb.program.traces[trace],
                          before_name=f"{a} {sa.spec}", after_name=f"{b} {sb.spec}")
+
+    # views and tools; each lives in its own module and is imported when used
+
+    def payload(self):
+        """The lazy JSON payload ("thunderlab.record/v1") of this record: ``summary()``, ``step(i)``, ``to_dict()``."""
+        from .serialize import RecordPayload
+
+        return RecordPayload(self)
+
+    def to_json(self, path=None, *, indent: int | None = None) -> str:
+        """The whole payload as JSON text (written to ``path`` when given)."""
+        from .serialize import to_json
+
+        return to_json(self, path, indent=indent)
+
+    def to_html(self, path=None) -> str:
+        """One self-contained HTML file showing every step; written to ``path`` when given."""
+        from .html import to_html
+
+        return to_html(self, path)
+
+    def rerun(self, pipeline: str | None = None) -> "CompileRecord":
+        """A new record for an edited pipeline; passes before the first change are reused, not re-run."""
+        from thunderlab.runtime.compiled import rerun
+
+        return rerun(self, pipeline)
+
+    def bisect(self, inputs=None, reference=None):
+        """The first step whose program's outputs differ from eager on ``inputs`` (default: the captured ones)."""
+        from thunderlab.passes.runner import bisect
+
+        return bisect(self, inputs, reference)
+
+    def compare(self, other: "CompileRecord", *, time: bool = True):
+        """How the pipeline, the program and (with ``time``) the run time changed from this record to ``other``."""
+        from thunderlab.runtime.compare import compare_records
+
+        return compare_records(self, other, time=time)
 
     def table(self) -> str:
         """The pass table: one row per step with milliseconds, symbols and verification."""

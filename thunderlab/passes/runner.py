@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -106,7 +107,7 @@ def run_pipeline(program: Program, pipeline: "str | Pipeline", *, observer: Obse
             seconds = time.perf_counter() - t0
             msg = f"pass {spec.name!r} (step {index}) raised {type(e).__name__}: {e}"
             step = Step(index, str(spec), seconds, None, before, before, error=msg,
-                        notes={"traceback": traceback.format_exc()})
+                        notes={"traceback": traceback.format_exc()}, pass_type=type(p))
             steps.append(step)
             if observer:
                 observer(step)
@@ -114,9 +115,72 @@ def run_pipeline(program: Program, pipeline: "str | Pipeline", *, observer: Obse
         seconds = time.perf_counter() - t0
         _mark_origins(current, nxt, spec.name)
         ver = verify(nxt, inputs, reference)
-        step = Step(index, str(spec), seconds, nxt, before, nxt.count(), ver, notes=p.describe(current, nxt))
+        step = Step(index, str(spec), seconds, nxt, before, nxt.count(), ver, notes=p.describe(current, nxt),
+                    pass_type=type(p))
         steps.append(step)
         if observer:
             observer(step)
         current = nxt
     return steps, current, None
+
+
+@dataclass
+class Bisection:
+    """Where numerics first broke: the step, its pass, the first differing output, and the steps run to find it."""
+
+    step: int
+    spec: str
+    detail: str
+    checked: list[int]
+
+    def __str__(self) -> str:
+        return (f"pass {self.spec!r} (step {self.step}) is the first to change the outputs: {self.detail} "
+                f"(checked steps {', '.join(map(str, self.checked))})")
+
+
+def bisect(record, inputs=None, reference=None) -> "Bisection | None":
+    """Binary search over a record's steps for the first whose program disagrees with eager.
+
+    ``inputs`` are the captured graph's inputs, in ``record.inputs`` order; they default to the inputs the record was compiled for; ``reference`` (the eager
+    outputs) defaults to the record's, else to running the captured program with torch.
+    Returns None when the final program agrees.
+    """
+    inputs = inputs if inputs is not None else record.example_inputs
+    if inputs is None:
+        raise ValueError("this record kept no inputs: pass the inputs to check on, e.g. record.bisect((x,))")
+    inputs = tuple(inputs)
+    if len(inputs) != len(record.inputs):
+        raise ValueError(f"the captured graph takes {len(record.inputs)} inputs ({', '.join(record.inputs)}), "
+                         f"got {len(inputs)}; sizes TorchDynamo made symbolic and a module's parameters count "
+                         f"too: record.example_inputs has them in order")
+    steps = [s for s in record.steps if s.program is not None]
+    if reference is None:
+        reference = record.reference
+    if reference is None:
+        fresh = tree_map(lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v, inputs)
+        with torch.no_grad():
+            reference = run_program(record.steps[0].program, fresh)
+    checked: list[int] = []
+    results: dict[int, Verification] = {}
+
+    def check(k: int) -> bool:
+        checked.append(steps[k].index)
+        results[k] = verify(steps[k].program, inputs, reference)
+        return results[k].ok
+
+    if check(len(steps) - 1):
+        return None
+    lo, hi = -1, len(steps) - 1  # steps[lo] agrees (capture, by definition of the reference), steps[hi] does not
+    if check(0):
+        lo = 0
+    else:
+        hi = 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if check(mid):
+            lo = mid
+        else:
+            hi = mid
+    bad = steps[hi]
+    v = results[hi]
+    return Bisection(bad.index, bad.spec, v.detail or v.structural, checked)

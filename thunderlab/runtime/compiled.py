@@ -100,7 +100,8 @@ class CompiledGraph:
         capture_s = time.perf_counter() - t0
         program = Program({"forward": trace})
         full_inputs = tuple(args) + tuple(lifted)
-        record.captured, record.example_inputs, record.reference = program, full_inputs if self.options.verify else None, reference
+        # the inputs are kept by reference (not copied) so that bisection and re-runs can check numerics later
+        record.captured, record.example_inputs, record.reference = program, full_inputs, reference
         record.steps.append(Step(0, "capture", capture_s, program, 0, program.count(), verify(program, full_inputs, reference)))
         steps, final, error = run_pipeline(program, self.options.pipeline,
                                            inputs=full_inputs if reference is not None else None, reference=reference)
@@ -136,17 +137,36 @@ class CompileError(RuntimeError):
         self.record = record
 
 
-def rerun(record: CompileRecord, pipeline: str | None = None) -> CompileRecord:
-    """Run a pipeline again on a record's captured program; a new record, same capture step."""
+def reusable_prefix(record: CompileRecord, pipeline: Pipeline) -> int:
+    """How many of ``record``'s passes ``pipeline`` would run unchanged: same spec, same registered class."""
+    from thunderlab.passes.base import REGISTRY
+
+    specs, old = pipeline.enabled(), record.steps[1:]
+    k = 0
+    while (k < len(specs) and k < len(old) and old[k].error is None and old[k].program is not None
+           and str(specs[k]) == old[k].spec and old[k].pass_type is REGISTRY.get(specs[k].name)):
+        k += 1
+    return k
+
+
+def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) -> CompileRecord:
+    """Run an edited pipeline on a record's captured program; a new record.
+
+    Steps before the first pass that changed (by spec, or because its name now means a
+    newly registered class) are taken from ``record`` as they are; the rest run anew.
+    """
     if record.captured is None:
         raise ValueError("this record has no captured program to re-run")
-    text = pipeline if pipeline is not None else record.pipeline
-    new = CompileRecord(record.name, record.inputs, str(Pipeline.parse(text)), graph_index=record.graph_index,
-                        captured=record.captured, example_inputs=record.example_inputs, reference=record.reference)
-    new.steps.append(record.steps[0])
+    parsed = Pipeline.parse(pipeline if pipeline is not None else record.pipeline)
+    k = reusable_prefix(record, parsed)
+    new = CompileRecord(record.name, record.inputs, str(parsed), graph_index=record.graph_index,
+                        captured=record.captured, example_inputs=record.example_inputs, reference=record.reference,
+                        reused=k)
+    new.steps.extend(record.steps[:1 + k])
     verifying = record.reference is not None
-    steps, _final, error = run_pipeline(record.captured, text, inputs=record.example_inputs if verifying else None,
-                                        reference=record.reference)
+    rest = Pipeline(parsed.enabled()[k:])
+    steps, _final, error = run_pipeline(new.steps[-1].program, rest, observer=observer, first_index=k + 1,
+                                        inputs=record.example_inputs if verifying else None, reference=record.reference)
     new.steps.extend(steps)
     new.error = error
     _RECORDS.append(new)

@@ -1,0 +1,58 @@
+"""The static HTML report: one self-contained file (payload and view code inline) that opens offline.
+
+Every text from user code reaches the page only as JSON data inside a
+``<script type="application/json">`` element, with ``<``, ``>`` and ``&`` written as
+``\\u003c``-style escapes so no sequence in it can end the element; the view code puts
+it on the page with ``textContent`` only.
+"""
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+from .record import CompileRecord
+from .serialize import RecordPayload
+
+BUNDLE = Path(__file__).parent / "static" / "report.js"
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+</head>
+<body>
+<div id="thunderlab-root" class="thunderlab"></div>
+<script type="application/json" id="thunderlab-payload">{payload}</script>
+<script>{bundle}</script>
+</body>
+</html>
+"""
+
+
+def script_safe_json(data) -> str:
+    """JSON text that can sit inside a <script> element: no '<', '>' or '&' appear literally."""
+    text = json.dumps(data, allow_nan=False, ensure_ascii=False)
+    return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def bundle_js() -> str:
+    if not BUNDLE.exists():
+        raise FileNotFoundError(f"the report's view bundle {BUNDLE} is missing; build it with "
+                                f"`cd extension && npm install && npm run build`")
+    return BUNDLE.read_text().replace("</script", "<\\/script")
+
+
+def payload_html(payload: dict, title: str) -> str:
+    return _PAGE.format(title=html.escape(title), payload=script_safe_json(payload), bundle=bundle_js())
+
+
+def to_html(record: CompileRecord, path: str | Path | None = None) -> str:
+    """The report's HTML text for ``record``; written to ``path`` when given."""
+    text = payload_html(RecordPayload(record).to_dict(), f"thunderlab · {record.name} · {record.pipeline}")
+    if path is not None:
+        Path(path).write_text(text, encoding="utf-8")
+    return text

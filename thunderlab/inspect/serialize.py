@@ -1,0 +1,149 @@
+"""The versioned JSON payload of a compile record ("thunderlab.record/v1"), read by every view.
+
+``RecordPayload(record)`` builds it lazily: ``summary()`` is the record with its steps' headers
+only (pass, seconds, symbol counts, verification, error), and ``step(i)`` adds that step's
+traces (program text, graph, diff against the previous step, stats) when first asked for.
+``to_dict()`` is the whole payload; ``thunderlab/inspect/schema/record-v1.json`` is its schema.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from .graph import trace_graph
+from .record import CompileRecord, Step
+
+SCHEMA_ID = "thunderlab.record/v1"
+SCHEMA_PATH = Path(__file__).parent / "schema" / "record-v1.json"
+
+
+def schema() -> dict:
+    """The JSON Schema of the payload."""
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def jsonable(v: Any, depth: int = 0) -> Any:
+    """Plain JSON data for notes and timings: tuples become lists, keys strings, the rest its repr."""
+    if v is None or isinstance(v, (bool, str, int)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if depth > 8:
+        return repr(v)
+    if isinstance(v, dict):
+        return {str(k): jsonable(e, depth + 1) for k, e in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [jsonable(e, depth + 1) for e in v]
+    return repr(v)
+
+
+def _graph(trace) -> dict:
+    g = trace_graph(trace, expand_regions=True)
+    return {"nodes": [{"id": n.id, "label": n.label, "kind": n.kind, "executor": n.executor,
+                       "source": n.source, "group": n.group} for n in g.nodes.values()],
+            "edges": [{"src": e.src, "dst": e.dst, "value": e.value, "type": e.type} for e in g.edges]}
+
+
+def _stats(trace) -> dict:
+    executors: dict[str, int] = {}
+    regions = 0
+    for b in trace.bound_symbols:
+        if b.sym.name == "python_del":
+            continue
+        if b.sym.module == "fusion":
+            regions += 1
+        executors[b.executor or "unclaimed"] = executors.get(b.executor or "unclaimed", 0) + 1
+    return {"symbols": sum(executors.values()), "regions": regions, "executors": executors}
+
+
+class RecordPayload:
+    """The payload of one record, built step by step on demand and cached."""
+
+    def __init__(self, record: CompileRecord):
+        self.record = record
+        self._traces: dict[int, dict | None] = {}
+
+    def _previous(self, i: int) -> Step | None:
+        for s in reversed(self.record.steps[:i]):
+            if s.program is not None:
+                return s
+        return None
+
+    def _header(self, s: Step) -> dict:
+        v = s.verification
+        return {"index": s.index, "spec": s.spec, "seconds": s.seconds, "symbols_before": s.symbols_before,
+                "symbols_after": s.symbols_after, "error": s.error,
+                "verification": None if v is None else {"ok": v.ok, "structural": v.structural,
+                                                       "max_error": jsonable(v.max_error), "detail": v.detail},
+                "notes": jsonable(s.notes)}
+
+    def traces(self, i: int) -> dict | None:
+        """Step ``i``'s traces: program text, graph, diff against the previous step and stats."""
+        if i not in self._traces:
+            s = self.record.steps[i]
+            if s.program is None:
+                self._traces[i] = None
+            else:
+                prev = self._previous(i)
+                out = {}
+                for name, t in s.program.traces.items():
+                    diff = None
+                    if prev is not None:
+                        diff = self.record.diff(prev.index, i, name) if name in prev.program.traces else \
+                            f"--- {prev.index} {prev.spec}\n+++ {i} {s.spec}\n@@ new trace {name!r} @@\n"
+                    out[name] = {"program": s.python(name), "diff": diff, "graph": _graph(t), "stats": _stats(t)}
+                self._traces[i] = out
+        return self._traces[i]
+
+    def step(self, i: int) -> dict:
+        if not -len(self.record.steps) <= i < len(self.record.steps):
+            raise IndexError(f"step {i} out of range: this record has steps 0..{len(self.record.steps) - 1}")
+        i %= len(self.record.steps)
+        return {**self._header(self.record.steps[i]), "traces": self.traces(i)}
+
+    def regions(self) -> dict:
+        out = {}
+        fuse_notes = {}
+        for s in self.record.steps:
+            fuse_notes.update(s.notes.get("regions", {}) if isinstance(s.notes.get("regions"), dict) else {})
+        for name, r in self.record.regions.items():
+            summ = r.summary()
+            code = getattr(r, "source", None)
+            if isinstance(code, (list, tuple)):
+                code = "\n\n".join(code)
+            if code is None:
+                code = fuse_notes.get(name, {}).get("nvfuser_definition")
+            out[name] = {"executor": summ["executor"], "version": summ["running"], "error": summ["error"],
+                         "history": jsonable(summ["history"]), "timings": jsonable(summ["timings"]),
+                         "code": code}
+        return out
+
+    def summary(self) -> dict:
+        """The record without any step's traces (each step's ``traces`` is null)."""
+        r = self.record
+        return {"schema": SCHEMA_ID, "name": r.name, "inputs": list(r.inputs), "pipeline": r.pipeline,
+                "created": r.created, "error": r.error, "compile_seconds": r.compile_seconds,
+                "steps": [{**self._header(s), "traces": None} for s in r.steps], "regions": self.regions()}
+
+    def to_dict(self) -> dict:
+        """The whole payload: every step with its traces."""
+        d = self.summary()
+        d["steps"] = [self.step(i) for i in range(len(self.record.steps))]
+        return d
+
+
+def to_json(record: CompileRecord, path: str | Path | None = None, *, indent: int | None = None) -> str:
+    """The record's whole payload as JSON text; written to ``path`` when given."""
+    text = json.dumps(RecordPayload(record).to_dict(), indent=indent, allow_nan=False)
+    if path is not None:
+        Path(path).write_text(text)
+    return text
+
+
+def validate(payload: dict) -> None:
+    """Raise ``jsonschema.ValidationError`` if ``payload`` does not follow the v1 schema."""
+    import jsonschema
+
+    jsonschema.validate(payload, schema())
