@@ -8,7 +8,7 @@ def _run(*args):
 
 
 def test_demo_prints_pass_table_and_program():
-    r = _run("demo", "--example", "mlp")
+    r = _run("demo", "--example", "mlp", "--out", "")
     assert r.returncode == 0, r.stderr
     for word in ["capture", "dce", "cse", "claim", "del", "def forward(", "ltorch.linear("]:
         assert word in r.stdout
@@ -24,3 +24,48 @@ def test_passes_lists_registry_with_summaries():
 def test_bad_pipeline_on_the_command_line():
     r = _run("demo", "--pipeline", "dce,frobnicate")
     assert r.returncode != 0 and "unknown pass 'frobnicate'" in r.stderr
+
+
+def test_demo_writes_the_html_report(tmp_path):
+    out = tmp_path / "demo.html"
+    r = _run("demo", "--example", "mlp", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert f"HTML report of every step: {out}" in r.stdout
+    assert 'id="thunderlab-payload"' in out.read_text()
+
+
+def test_report_command_follows_the_file_convention(tmp_path):
+    from pathlib import Path
+
+    model = Path(__file__).parent / "data" / "evil_model.py"
+    out, js = tmp_path / "r.html", tmp_path / "r.json"
+    r = _run("report", f"{model}:Evil", "--out", str(out), "--json", str(js), "--pipeline", "dce,cse,claim,del")
+    assert r.returncode == 0, r.stderr
+    assert f"HTML report: {out}" in r.stdout and "cse" in r.stdout
+    import json
+
+    payload = json.loads(js.read_text())
+    assert payload["name"] == "Evil" and [s["spec"] for s in payload["steps"]] == ["capture", "dce", "cse", "claim", "del"]
+    r = _run("report", f"{model}:plain", "--out", str(out))  # a function with example_inputs()
+    assert r.returncode == 0, r.stderr
+
+
+def test_report_command_bad_targets(tmp_path):
+    from pathlib import Path
+
+    model = Path(__file__).parent / "data" / "evil_model.py"
+    r = _run("report", f"{model}:nothing")
+    assert r.returncode != 0 and "has no 'nothing'" in r.stderr and "plain" in r.stderr
+    r = _run("report", "missing.py:f")
+    assert r.returncode != 0 and "no file 'missing.py'" in r.stderr
+    r = _run("report", "model_without_colon")
+    assert r.returncode != 0 and "expected FILE.py:FUNCTION" in r.stderr
+
+
+def test_passes_json():
+    import json
+
+    r = _run("passes", "--json")
+    assert r.returncode == 0
+    entries = {e["name"]: e for e in json.loads(r.stdout)}
+    assert "executors" in entries["claim"]["options"] and entries["del"]["last"] and entries["remat"]["requires"] == ["autodiff"]

@@ -1,7 +1,10 @@
-"""The command line: ``thunderlab demo`` and ``thunderlab passes``."""
+"""The command line: ``thunderlab demo``, ``thunderlab report`` and ``thunderlab passes``."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
+import os
 import sys
 import time
 
@@ -35,6 +38,9 @@ def demo(args) -> int:
     print(rec.steps[-1].python())
     if rec.regions:
         _watch_regions(jfn, rec, inputs, args.wait)
+    if args.out:
+        rec.to_html(args.out)
+        print(f"\nHTML report of every step: {os.path.abspath(args.out)}")
     return 0
 
 
@@ -59,10 +65,76 @@ def _watch_regions(jfn, rec, inputs, wait: float) -> None:
         print(f"  {name}: {when}; " + "; ".join(parts))
 
 
+def load_target(target: str):
+    """``FILE.py:NAME`` -> (callable, example inputs), by the report convention (see ``report``)."""
+    import torch
+
+    path, sep, name = target.rpartition(":")
+    if not sep or not path.endswith(".py") or not name:
+        raise SystemExit(f"thunderlab report: expected FILE.py:FUNCTION, got {target!r}")
+    if not os.path.exists(path):
+        raise SystemExit(f"thunderlab report: no file {path!r}")
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    if not hasattr(module, name):
+        found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
+                       and getattr(v, "__module__", None) == module.__name__)
+        raise SystemExit(f"thunderlab report: {path} has no {name!r}; it defines {', '.join(found) or 'nothing callable'}")
+    fn = getattr(module, name)
+    if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
+        fn = fn()
+    maker = getattr(module, f"{name}_inputs", None) or getattr(module, "example_inputs", None)
+    if maker is None:
+        raise SystemExit(f"thunderlab report: {path} must define {name}_inputs() or example_inputs() "
+                         f"returning the arguments to call {name} with")
+    inputs = maker()
+    if not isinstance(inputs, (tuple, list)):
+        inputs = (inputs,)
+    return fn, tuple(inputs)
+
+
+def report(args) -> int:
+    """Compile FILE.py:FUNCTION on its example inputs and write the HTML report of every step.
+
+    The file defines FUNCTION (a function, an nn.Module, or an nn.Module class made with no
+    arguments) and ``FUNCTION_inputs()`` or ``example_inputs()``, which returns the arguments.
+    """
+    import thunderlab
+    from thunderlab.runtime.compiled import CompileError
+
+    fn, inputs = load_target(args.target)
+    jfn = thunderlab.jit(fn, pipeline=args.pipeline, verify=not args.no_verify, tiered=False)
+    status = 0
+    try:
+        jfn(*inputs)
+    except CompileError as e:
+        print(f"compilation failed: {e}; the report shows every step up to it", file=sys.stderr)
+        status = 1
+    rec = thunderlab.last_record(jfn)
+    print(rec.table())
+    rec.to_html(args.out)
+    print(f"HTML report: {os.path.abspath(args.out)}")
+    if args.json:
+        rec.to_json(args.json)
+        print(f"JSON payload: {os.path.abspath(args.json)}")
+    return status
+
+
 def passes(args) -> int:
     """List the registered passes with their summaries and options."""
     from thunderlab.passes import REGISTRY
 
+    if args.json:
+        print(json.dumps([{"name": n, "summary": REGISTRY[n].summary(),
+                           "options": {k: {"type": t, "default": repr(d)} for k, (t, d) in REGISTRY[n].options().items()},
+                           "requires": list(getattr(REGISTRY[n], "requires", ())), "last": bool(getattr(REGISTRY[n], "last", False))}
+                          for n in sorted(REGISTRY)], indent=2))
+        return 0
     for name in sorted(REGISTRY):
         cls = REGISTRY[name]
         opts = ", ".join(f"{k}: {t} = {d!r}" for k, (t, d) in cls.options().items())
@@ -81,8 +153,18 @@ def main(argv=None) -> int:
     p.add_argument("--example", default="nanogpt_block", choices=["mlp", "nanogpt_block", "llama_block", "cnn", "gpt2"])
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help=f"pass pipeline (default {DEFAULT_PIPELINE!r})")
     p.add_argument("--wait", type=float, default=120.0, help="seconds to wait for fused kernels to compile (default 120)")
+    p.add_argument("--out", default="thunderlab-demo.html", help="where to write the HTML report ('' for none)")
     p.set_defaults(fn=demo)
+    p = sub.add_parser("report", help="compile FILE.py:FUNCTION on its example inputs and write an HTML report",
+                       description=report.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", help="FILE.py:FUNCTION")
+    p.add_argument("--out", default="report.html", help="the HTML file to write (default report.html)")
+    p.add_argument("--json", default=None, help="also write the JSON payload (thunderlab.record/v1) here")
+    p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help=f"pass pipeline (default {DEFAULT_PIPELINE!r})")
+    p.add_argument("--no-verify", action="store_true", help="skip checking every step against eager")
+    p.set_defaults(fn=report)
     p = sub.add_parser("passes", help="list the registered passes")
+    p.add_argument("--json", action="store_true", help="print the registry as JSON")
     p.set_defaults(fn=passes)
     args = parser.parse_args(argv)
     return args.fn(args)

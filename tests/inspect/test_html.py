@@ -1,0 +1,48 @@
+"""The static HTML report: self-contained, every user text escaped, the payload recoverable from the page."""
+import json
+import re
+
+import torch
+
+import thunderlab
+from thunderlab.inspect.html import script_safe_json
+from tests.data.evil_model import Evil, Evil_inputs
+
+EVIL = '</script><script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">'
+
+
+def _evil_record():
+    j = thunderlab.jit(Evil(), pipeline="dce,cse,claim,del", verify=True)
+    j(*Evil_inputs())
+    return thunderlab.last_record(j)
+
+
+def _payload_from(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="thunderlab-payload">(.*?)</script>', page, re.S)
+    return json.loads(m.group(1))
+
+
+def test_report_escapes_user_code(tmp_path):
+    rec = _evil_record()
+    page = rec.to_html(tmp_path / "r.html")
+    assert (tmp_path / "r.html").read_text() == page
+    assert EVIL in rec.steps[1].python()  # the markup is really in the program text
+    assert "</script><script>window" not in page and "<img src=x" not in page
+    assert page.count("</script>") == 2  # the payload's and the bundle's own, nothing from user code
+    payload = _payload_from(page)
+    assert EVIL in payload["steps"][1]["traces"]["forward"]["program"]
+    assert payload == json.loads(rec.to_json())
+
+
+def test_report_is_self_contained(tmp_path):
+    page = _evil_record().to_html()
+    assert "<script src" not in page and "<link" not in page
+    assert not re.search(r"""(src|href|url)\s*[=(]\s*["']?https?:""", page)  # nothing fetched from a network
+    assert "innerHTML" not in page
+
+
+def test_script_safe_json_round_trips_awkward_text():
+    data = {"s": "a</script>&<!-- \u2028\u2029 'q' \"d\"", "n": [1, 2.5, None]}
+    text = script_safe_json(data)
+    assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
+    assert json.loads(text) == data

@@ -1,0 +1,1 @@
+"""Notebook side of thunderlab: the step-through pass debugger widget."""
