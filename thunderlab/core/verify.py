@@ -10,8 +10,14 @@ class VerificationError(Exception):
     """A trace is malformed; the message names the bound symbol and the value."""
 
 
-def check_trace(trace: Trace, *, metas: bool = True) -> None:
-    """Raise VerificationError if ``trace`` is not well formed."""
+def check_trace(trace: Trace, *, metas: bool = True, checked: dict | None = None) -> None:
+    """Raise VerificationError if ``trace`` is not well formed.
+
+    ``checked`` holds calls whose metadata was already re-derived: a call with the same symbol
+    and the very same argument and output objects (as a call a pass only re-labelled, e.g. with
+    its executor), whose inputs still match their definitions (checked here for every call),
+    needs no second meta run. Calls checked now are added to it.
+    """
     defined: dict[str, TensorProxy] = {}
     for i in trace.inputs:
         if i.name in defined:
@@ -39,7 +45,12 @@ def check_trace(trace: Trace, *, metas: bool = True) -> None:
                 raise VerificationError(f"{where} defines {p.name} a second time (not SSA)")
             defined[p.name] = p
         if metas and b.sym.meta is not None and not b.sym.random:
+            key = (b.sym, id(b.args), id(b.kwargs), id(b.output))
+            if checked is not None and key in checked:
+                continue
             _check_meta(where, b)
+            if checked is not None:
+                checked[key] = b  # keeps the objects alive, so their ids stay theirs
     for p in trace.output_proxies():
         if p.name not in defined:
             raise VerificationError(f"{trace.name}: returns {p.name}, which is never defined")

@@ -63,11 +63,14 @@ def compare(actual, expected, rtol: float = 1e-4, atol: float = 1e-5) -> tuple[b
     return True, worst, ""
 
 
-def verify(program: Program, inputs=None, reference=None) -> Verification:
-    """Check every trace's structure and, given inputs and eager outputs, the forward numerics."""
+def verify(program: Program, inputs=None, reference=None, checked: dict | None = None) -> Verification:
+    """Check every trace's structure and, given inputs and eager outputs, the forward numerics.
+
+    ``checked`` carries the calls whose metadata earlier steps re-derived (see ``check_trace``).
+    """
     try:
         for t in program:
-            check_trace(t)
+            check_trace(t, checked=checked)
     except VerificationError as e:
         return Verification(False, str(e), detail=str(e))
     if reference is None or inputs is None:
@@ -94,6 +97,8 @@ def run_pipeline(program: Program, pipeline: "str | Pipeline", *, observer: Obse
     pipeline = Pipeline.parse(pipeline)
     steps: list[Step] = []
     current = program
+    checked = {(b.sym, id(b.args), id(b.kwargs), id(b.output)): b  # the input program was verified at its step
+               for t in program for b in t.bound_symbols}
     for offset, spec in enumerate(pipeline.enabled()):
         index = first_index + offset
         p = spec.instantiate()
@@ -114,7 +119,7 @@ def run_pipeline(program: Program, pipeline: "str | Pipeline", *, observer: Obse
             return steps, current, msg
         seconds = time.perf_counter() - t0
         _mark_origins(current, nxt, spec.name)
-        ver = verify(nxt, inputs, reference)
+        ver = verify(nxt, inputs, reference, checked)
         step = Step(index, str(spec), seconds, nxt, before, nxt.count(), ver, notes=p.describe(current, nxt),
                     pass_type=type(p))
         steps.append(step)
