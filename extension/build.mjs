@@ -1,0 +1,20 @@
+// Bundles the views with esbuild. Output is deterministic: no timestamps, no source maps.
+//   node build.mjs          -> the two shipped bundles inside the Python package
+//   node build.mjs --test   -> build-test/views.mjs, the pure helpers for node --test
+import { build } from "esbuild";
+import { fileURLToPath } from "node:url";
+import { dirname, resolve } from "node:path";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const pkg = resolve(here, "..", "thunderlab");
+const common = { bundle: true, target: "es2020", charset: "utf8", legalComments: "none", logLevel: "warning" };
+
+if (process.argv.includes("--test")) {
+  await build({ ...common, entryPoints: [resolve(here, "src/views.ts")], format: "esm", platform: "neutral",
+    outfile: resolve(here, "build-test/views.mjs") });
+} else {
+  await build({ ...common, entryPoints: [resolve(here, "src/report.ts")], format: "iife", platform: "browser",
+    outfile: resolve(pkg, "inspect/static/report.js") });
+  await build({ ...common, entryPoints: [resolve(here, "src/widget.ts")], format: "esm", platform: "browser",
+    outfile: resolve(pkg, "jupyter/static/widget.js") });
+}

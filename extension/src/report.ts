@@ -1,0 +1,20 @@
+// Offline HTML report: renders the payload embedded in the page; stepping is local.
+import { renderRecord, type Payload } from "./views";
+
+function start(): void {
+  const root = document.getElementById("thunderlab-root");
+  const data = document.getElementById("thunderlab-payload");
+  if (!root || !data) return;
+  let payload: Payload;
+  try {
+    payload = JSON.parse(data.textContent ?? "") as Payload;
+  } catch (e) {
+    root.textContent = `thunderlab: cannot read the embedded record: ${String(e)}`;
+    return;
+  }
+  const show = (current: number): void => renderRecord(root, payload, { current, onSelect: show });
+  show(payload.steps.length - 1);
+}
+
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+else start();

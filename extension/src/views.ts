@@ -1,0 +1,359 @@
+// Views of a thunderlab compile record ("thunderlab.record/v1"), shared by the offline report and the
+// notebook widget. All text comes from user code: it is set only through textContent, createTextNode
+// and setAttribute, never parsed as markup.
+
+export interface GraphNode { id: string; label: string; kind: string; executor: string | null; source: string | null; group: string | null }
+export interface GraphEdge { src: string; dst: string; value: string; type: string }
+export interface Graph { nodes: GraphNode[]; edges: GraphEdge[] }
+export interface Trace { program: string; diff: string | null; graph: Graph; stats: { symbols: number; regions: number; executors: Record<string, number> } }
+export interface Verification { ok: boolean; structural: string; max_error: number | null; detail: string }
+export interface Step {
+  index: number; spec: string; seconds: number; symbols_before: number; symbols_after: number;
+  error: string | null; verification: Verification | null; notes: unknown; traces: Record<string, Trace> | null;
+}
+export interface Region {
+  executor: string; version: string; error: string | null; history: [number, string][];
+  timings: Record<string, { count: number; median_s: number; min_s: number }>; code: string | null;
+}
+export interface Payload {
+  schema: string; name: string; inputs: string[]; pipeline: string; created: number; error: string | null;
+  compile_seconds: number; steps: Step[]; regions: Record<string, Region>;
+}
+export interface RenderOptions {
+  current?: number; onSelect?: (i: number) => void; onRerun?: (pipeline: string) => void;
+  onRunTo?: (passName: string) => void; status?: string; error?: string;
+}
+
+// ---------------------------------------------------------------- pure helpers (tested under node)
+
+export type DiffKind = "add" | "del" | "hunk" | "ctx" | "meta";
+
+export function classifyDiffLine(line: string): DiffKind {
+  if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("\\")) return "meta";
+  if (line.startsWith("@@")) return "hunk";
+  if (line.startsWith("+")) return "add";
+  if (line.startsWith("-")) return "del";
+  return "ctx";
+}
+
+export interface Position { x: number; y: number; layer: number }
+export interface Layout { positions: Map<string, Position>; width: number; height: number }
+export const NODE_W = 150, NODE_H = 26, GAP_X = 24, GAP_Y = 46, PAD = 16;
+
+/** Layers by longest path from the inputs (sources); nodes on a cycle, if any, go after their last placed predecessor. */
+export function layoutGraph(graph: Graph): Layout {
+  const ids = graph.nodes.map((n) => n.id);
+  const known = new Set(ids);
+  const preds = new Map<string, string[]>(ids.map((id) => [id, []]));
+  const succs = new Map<string, string[]>(ids.map((id) => [id, []]));
+  for (const e of graph.edges) {
+    if (!known.has(e.src) || !known.has(e.dst) || e.src === e.dst) continue;
+    preds.get(e.dst)!.push(e.src);
+    succs.get(e.src)!.push(e.dst);
+  }
+  // Kahn's order; leftovers (cycles) appended in input order.
+  const indeg = new Map(ids.map((id) => [id, preds.get(id)!.length]));
+  const queue = ids.filter((id) => indeg.get(id) === 0);
+  const order: string[] = [];
+  for (let i = 0; i < queue.length; i++) {
+    const id = queue[i];
+    order.push(id);
+    for (const s of succs.get(id)!) {
+      indeg.set(s, indeg.get(s)! - 1);
+      if (indeg.get(s) === 0) queue.push(s);
+    }
+  }
+  const placed = new Set(order);
+  for (const id of ids) if (!placed.has(id)) order.push(id);
+  const layer = new Map<string, number>();
+  for (const id of order) {
+    let l = 0;
+    for (const p of preds.get(id)!) if (layer.has(p)) l = Math.max(l, layer.get(p)! + 1);
+    layer.set(id, l);
+  }
+  const rows: string[][] = [];
+  for (const id of order) (rows[layer.get(id)!] ??= []).push(id);
+  const positions = new Map<string, Position>();
+  let widest = 0;
+  rows.forEach((row, l) => {
+    widest = Math.max(widest, row.length);
+    row.forEach((id, i) => positions.set(id, { x: PAD + i * (NODE_W + GAP_X), y: PAD + l * (NODE_H + GAP_Y), layer: l }));
+  });
+  return {
+    positions,
+    width: PAD * 2 + Math.max(0, widest * (NODE_W + GAP_X) - GAP_X),
+    height: PAD * 2 + Math.max(0, rows.length * (NODE_H + GAP_Y) - GAP_Y),
+  };
+}
+
+export function passName(spec: string): string {
+  return spec.trim().replace(/^-/, "").split("{")[0].trim();
+}
+
+/** Pass names of a pipeline text such as "dce,remat{budget=3,x=1},-cse" (disabled passes left out). */
+export function pipelinePasses(pipeline: string): string[] {
+  return pipeline.replace(/\{[^{}]*\}/g, "").split(",").map((x) => x.trim()).filter((x) => x && !x.startsWith("-")).map(passName);
+}
+
+const PALETTE = ["#cfe3ff", "#d5f5d5", "#ffe2b8", "#f3d0f7", "#fff3a6", "#c9f1ee", "#ffd0d0", "#e2e2e2"];
+export function executorColor(executor: string | null): string {
+  if (!executor) return "#ffffff";
+  let h = 0;
+  for (let i = 0; i < executor.length; i++) h = (h * 31 + executor.charCodeAt(i)) >>> 0;
+  return PALETTE[h % PALETTE.length];
+}
+
+const ms = (s: number) => (s * 1000).toFixed(s < 0.01 ? 3 : 1);
+
+// ---------------------------------------------------------------- DOM building
+
+type Attrs = Record<string, string | number>;
+type Child = Node | string | null | undefined | false;
+
+function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  for (const c of children) if (c) el.append(typeof c === "string" ? document.createTextNode(c) : c);
+  return el;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function s(tag: string, attrs: Attrs = {}, ...children: Child[]): SVGElement {
+  const el = document.createElementNS(SVG, tag) as SVGElement;
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  for (const c of children) if (c) el.append(typeof c === "string" ? document.createTextNode(c) : c);
+  return el;
+}
+
+const CSS = `
+.thunderlab{font:13px/1.4 system-ui,sans-serif;color:#1d1d1f;background:#fff}
+.thunderlab h2{font-size:16px;margin:4px 0}
+.thunderlab .tl-meta{color:#555;margin-bottom:6px}
+.thunderlab .tl-error{color:#b00020;white-space:pre-wrap;font-family:ui-monospace,monospace}
+.thunderlab .tl-error:empty,.thunderlab .tl-status:empty{display:none}
+.thunderlab .tl-status{color:#0a5;margin:4px 0}
+.thunderlab .tl-bar{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin:6px 0}
+.thunderlab .tl-pipeline{font-family:ui-monospace,monospace;min-width:320px;flex:1}
+.thunderlab table{border-collapse:collapse}
+.thunderlab td,.thunderlab th{border-bottom:1px solid #e4e4e4;padding:2px 8px;text-align:left;vertical-align:top}
+.thunderlab th{background:#f4f4f6}
+.thunderlab .tl-step{cursor:pointer}
+.thunderlab .tl-step:hover{background:#f0f6ff}
+.thunderlab .tl-current{background:#dbeaff !important;font-weight:600}
+.thunderlab .tl-ok{color:#0a7a2f}.thunderlab .tl-fail{color:#b00020;font-weight:600}
+.thunderlab .tl-num{text-align:right;font-variant-numeric:tabular-nums}
+.thunderlab .tl-tabs{display:flex;gap:2px;margin-top:10px;border-bottom:1px solid #ccc}
+.thunderlab .tl-tabs button{border:1px solid #ccc;border-bottom:none;background:#f4f4f6;padding:3px 10px;cursor:pointer}
+.thunderlab .tl-tabs button.tl-active{background:#fff;font-weight:600}
+.thunderlab pre,.thunderlab .tl-diff{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;background:#fafafa;border:1px solid #e4e4e4;padding:6px;overflow:auto;max-height:560px;margin:4px 0}
+.thunderlab .tl-diff div{white-space:pre}
+.thunderlab .tl-add{background:#e6ffec}.thunderlab .tl-del{background:#ffebe9}
+.thunderlab .tl-hunk{color:#6f42c1;background:#f3efff}.thunderlab .tl-meta-line{color:#888}
+.thunderlab .tl-graph-wrap{overflow:auto;max-height:640px;border:1px solid #e4e4e4}
+.thunderlab svg.tl-graph text{font:11px ui-monospace,monospace;pointer-events:none}
+.thunderlab svg.tl-graph .tl-group{cursor:pointer}
+.thunderlab .tl-muted{color:#888}
+`;
+
+function header(p: Payload, opts: RenderOptions): HTMLElement {
+  const err = [p.error, opts.error].filter(Boolean).join("\n");
+  return h("div", { class: "tl-header" },
+    h("h2", {}, p.name),
+    h("div", { class: "tl-meta" },
+      `inputs: ${p.inputs.join(", ") || "(none)"} · pipeline: ${p.pipeline} · total ${ms(p.compile_seconds)} ms · ${p.steps.length} steps`),
+    h("div", { class: "tl-status" }, opts.status ?? ""),
+    h("div", { class: "tl-error" }, err));
+}
+
+function controls(p: Payload, cur: number, opts: RenderOptions): HTMLElement {
+  const bar = h("div", { class: "tl-bar" });
+  const prev = h("button", { class: "tl-prev", type: "button" }, "◀ Prev");
+  const next = h("button", { class: "tl-next", type: "button" }, "Next ▶");
+  prev.disabled = cur <= 0;
+  next.disabled = cur >= p.steps.length - 1;
+  prev.addEventListener("click", () => opts.onSelect?.(cur - 1));
+  next.addEventListener("click", () => opts.onSelect?.(cur + 1));
+  bar.append(prev, next, h("span", { class: "tl-muted" }, `step ${cur} / ${p.steps.length - 1}`));
+  if (opts.onRunTo) {
+    const sel = h("select", { class: "tl-runto" }, h("option", { value: "" }, "run to…"));
+    const names = [...new Set(pipelinePasses(p.pipeline).filter(Boolean))];
+    for (const n of names) sel.append(h("option", { value: n }, n));
+    sel.addEventListener("change", () => { if (sel.value) opts.onRunTo!(sel.value); });
+    bar.append(sel);
+  }
+  if (opts.onRerun) {
+    const input = h("input", { class: "tl-pipeline", type: "text", spellcheck: "false" });
+    input.value = p.pipeline;
+    const btn = h("button", { class: "tl-rerun", type: "button" }, "Re-run");
+    const go = () => opts.onRerun!(input.value);
+    btn.addEventListener("click", go);
+    input.addEventListener("keydown", (e) => { if (e.key === "Enter") go(); });
+    bar.append(input, btn);
+  }
+  return bar;
+}
+
+function stepTable(p: Payload, cur: number, opts: RenderOptions): HTMLElement {
+  const body = h("tbody");
+  for (const st of p.steps) {
+    const v = st.verification;
+    const ver = v ? h("span", { class: v.ok ? "tl-ok" : "tl-fail", title: v.detail },
+      v.ok ? "ok" : "FAIL", v.max_error != null ? ` (${v.max_error.toExponential(2)})` : "", !v.ok && v.detail ? ` ${v.detail}` : "")
+      : h("span", { class: "tl-muted" }, "–");
+    const row = h("tr", { class: st.index === cur ? "tl-step tl-current" : "tl-step", "data-index": st.index },
+      h("td", { class: "tl-num" }, String(st.index)),
+      h("td", {}, st.spec),
+      h("td", { class: "tl-num" }, ms(st.seconds)),
+      h("td", { class: "tl-num" }, `${st.symbols_before} → ${st.symbols_after}`),
+      h("td", {}, ver),
+      h("td", { class: "tl-error" }, st.error ?? ""));
+    row.addEventListener("click", () => opts.onSelect?.(st.index));
+    body.append(row);
+  }
+  return h("table", { class: "tl-steps" },
+    h("thead", {}, h("tr", {}, ...["#", "pass", "ms", "symbols", "verified", "error"].map((t) => h("th", {}, t)))), body);
+}
+
+function diffView(diff: string | null): HTMLElement {
+  const box = h("div", { class: "tl-diff" });
+  if (!diff) { box.append(h("div", { class: "tl-ctx tl-muted" }, "(no changes)")); return box; }
+  for (const line of diff.replace(/\n$/, "").split("\n")) {
+    const k = classifyDiffLine(line);
+    box.append(h("div", { class: k === "meta" ? "tl-meta-line" : `tl-${k}` }, line || " "));
+  }
+  return box;
+}
+
+function graphView(g: Graph): HTMLElement {
+  const wrap = h("div", { class: "tl-graph-wrap" });
+  const collapsed = new Set<string>();
+  const draw = () => {
+    // A collapsed group becomes one node standing for all its members.
+    const rep = (id: string) => { const n = byId.get(id); return n && n.group && collapsed.has(n.group) ? `group:${n.group}` : id; };
+    const nodes: GraphNode[] = [];
+    const seen = new Set<string>();
+    for (const n of g.nodes) {
+      const id = rep(n.id);
+      if (seen.has(id)) continue;
+      seen.add(id);
+      nodes.push(id === n.id ? n : { id, label: `▸ ${n.group}`, kind: "region", executor: n.executor, source: null, group: null });
+    }
+    const edges = g.edges.map((e) => ({ ...e, src: rep(e.src), dst: rep(e.dst) })).filter((e) => e.src !== e.dst);
+    const lay = layoutGraph({ nodes, edges });
+    const svg = s("svg", { class: "tl-graph", xmlns: SVG, width: lay.width, height: lay.height, viewBox: `0 0 ${lay.width} ${lay.height}` });
+    svg.append(s("defs", {}, s("marker", { id: "tl-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" },
+      s("path", { d: "M0,0 L8,4 L0,8 z", fill: "#888" }))));
+    // group outlines
+    const groups = new Map<string, Position[]>();
+    for (const n of nodes) if (n.group) { const pos = lay.positions.get(n.id)!; (groups.get(n.group) ?? groups.set(n.group, []).get(n.group)!).push(pos); }
+    for (const [name, ps] of groups) {
+      const x0 = Math.min(...ps.map((p) => p.x)) - 6, y0 = Math.min(...ps.map((p) => p.y)) - 14;
+      const x1 = Math.max(...ps.map((p) => p.x)) + NODE_W + 6, y1 = Math.max(...ps.map((p) => p.y)) + NODE_H + 6;
+      const box = s("g", { class: "tl-group" },
+        s("title", {}, `${name} (click to collapse)`),
+        s("rect", { x: x0, y: y0, width: x1 - x0, height: y1 - y0, rx: 6, fill: "rgba(120,120,200,0.05)", stroke: "#7a7ac0", "stroke-dasharray": "5,3" }),
+        s("text", { x: x0 + 4, y: y0 + 10, fill: "#55559a" }, name));
+      box.addEventListener("click", () => { collapsed.add(name); draw(); });
+      svg.append(box);
+    }
+    for (const e of edges) {
+      const a = lay.positions.get(e.src), b = lay.positions.get(e.dst);
+      if (!a || !b) continue;
+      const x1 = a.x + NODE_W / 2, y1 = a.y + NODE_H, x2 = b.x + NODE_W / 2, y2 = b.y, my = (y1 + y2) / 2;
+      svg.append(s("path", { d: `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`, fill: "none", stroke: "#999", "stroke-width": 1.2, "marker-end": "url(#tl-arrow)" },
+        s("title", {}, `${e.value}: ${e.type}`)));
+    }
+    for (const n of nodes) {
+      const p = lay.positions.get(n.id)!;
+      const label = n.label.length > 22 ? n.label.slice(0, 21) + "…" : n.label;
+      const node = s("g", { class: `tl-node tl-kind-${n.kind}` },
+        s("title", {}, [n.label, n.executor && `executor: ${n.executor}`, n.source].filter(Boolean).join("\n")),
+        s("rect", { x: p.x, y: p.y, width: NODE_W, height: NODE_H, rx: n.kind === "call" || n.kind === "region" ? 4 : 13,
+          fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor), stroke: "#666" }),
+        s("text", { x: p.x + NODE_W / 2, y: p.y + NODE_H / 2 + 4, "text-anchor": "middle" }, label));
+      if (n.id.startsWith("group:")) node.addEventListener("click", () => { collapsed.delete(n.id.slice(6)); draw(); });
+      svg.append(node);
+    }
+    wrap.replaceChildren(svg);
+  };
+  const byId = new Map(g.nodes.map((n) => [n.id, n]));
+  draw();
+  return wrap;
+}
+
+function timingsView(p: Payload): HTMLElement {
+  const names = Object.keys(p.regions);
+  if (!names.length) return h("div", { class: "tl-muted" }, "(no fusion regions)");
+  const body = h("tbody");
+  for (const name of names) {
+    const r = p.regions[name];
+    const versions = Object.entries(r.timings);
+    const rows = versions.length ? versions : [[r.version, null] as const];
+    for (const [ver, t] of rows) {
+      body.append(h("tr", {},
+        h("td", {}, name), h("td", {}, r.executor), h("td", {}, ver + (ver === r.version ? " (current)" : "")),
+        h("td", { class: "tl-num" }, t ? String(t.count) : "–"),
+        h("td", { class: "tl-num" }, t ? ms(t.median_s) : "–"),
+        h("td", { class: "tl-num" }, t ? ms(t.min_s) : "–"),
+        h("td", { class: "tl-error" }, r.error ?? "")));
+    }
+    if (r.code != null) {
+      body.append(h("tr", {}, h("td", { colspan: 7 }, h("details", {}, h("summary", {}, `${name} code`), h("pre", {}, r.code)))));
+    }
+  }
+  return h("table", { class: "tl-timings" },
+    h("thead", {}, h("tr", {}, ...["region", "executor", "version", "count", "median ms", "min ms", "error"].map((t) => h("th", {}, t)))), body);
+}
+
+function tabs(labels: string[], active: string, onPick: (l: string) => void): HTMLElement {
+  const bar = h("div", { class: "tl-tabs" });
+  for (const l of labels) {
+    const b = h("button", { type: "button", class: l === active ? "tl-active" : "", "data-tab": l }, l);
+    b.addEventListener("click", () => onPick(l));
+    bar.append(b);
+  }
+  return bar;
+}
+
+// The chosen trace and pane survive re-renders of the same root (e.g. stepping through passes).
+const viewState = new WeakMap<HTMLElement, { trace?: string; pane: string }>();
+const PANES = ["Program", "Diff", "Graph", "Timings"];
+
+function stepDetail(root: HTMLElement, p: Payload, st: Step): HTMLElement {
+  const box = h("div", { class: "tl-detail" });
+  const state = viewState.get(root) ?? { pane: "Program" };
+  viewState.set(root, state);
+  const paint = () => {
+    box.replaceChildren();
+    if (st.error) box.append(h("div", { class: "tl-error" }, `step ${st.index} (${st.spec}) failed: ${st.error}`));
+    const traces = st.traces;
+    const names = traces ? Object.keys(traces) : [];
+    const trace = state.trace && names.includes(state.trace) ? state.trace : names[0];
+    if (names.length) box.append(tabs(names, trace!, (t) => { state.trace = t; paint(); }));
+    box.append(tabs(PANES, state.pane, (pn) => { state.pane = pn; paint(); }));
+    if (state.pane === "Timings") { box.append(timingsView(p)); return; }
+    if (!traces) { box.append(h("div", { class: "tl-loading tl-muted" }, st.error ? "(no traces: the step failed)" : "loading…")); return; }
+    const t = traces[trace!];
+    if (!t) { box.append(h("div", { class: "tl-muted" }, "(no traces)")); return; }
+    box.append(h("div", { class: "tl-muted" },
+      `${trace}: ${t.stats.symbols} symbols, ${t.stats.regions} regions · ` +
+      Object.entries(t.stats.executors).map(([k, v]) => `${k} ${v}`).join(", ")));
+    if (state.pane === "Program") box.append(h("pre", { class: "tl-program" }, t.program));
+    else if (state.pane === "Diff") box.append(diffView(t.diff));
+    else box.append(graphView(t.graph));
+  };
+  paint();
+  return box;
+}
+
+/** Renders the whole record into root, replacing what was there. */
+export function renderRecord(root: HTMLElement, payload: Payload, opts: RenderOptions = {}): void {
+  const n = payload.steps.length;
+  const cur = Math.max(0, Math.min(n - 1, opts.current ?? n - 1));
+  root.classList.add("thunderlab");
+  root.setAttribute("data-step", String(cur));
+  const style = h("style", {}, CSS);
+  const parts: Node[] = [style, header(payload, opts), controls(payload, cur, opts), stepTable(payload, cur, opts)];
+  if (n) parts.push(stepDetail(root, payload, payload.steps[cur]));
+  root.replaceChildren(...parts);
+}
