@@ -1,0 +1,87 @@
+"""The PassDebugger widget in a real JupyterLab server and a real browser: it renders, and its clicks reach the kernel."""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "pass_debugger.ipynb"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lab")
+    env = dict(os.environ)
+    for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
+        d = root / var.lower()
+        d.mkdir()
+        env[var] = str(d)
+    env["THUNDERLAB_EXECUTORS"] = "torch"
+    work = root / "work"
+    work.mkdir()
+    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    port, token = _free_port(), "thunderlab-test"
+    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
+                             "--ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
+                             "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=work)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("JupyterLab did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
+            time.sleep(0.5)
+    yield url, token
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_widget_renders_and_talks_to_the_kernel(lab, page):
+    url, token = lab
+    page.set_default_timeout(60_000)
+    page.goto(f"{url}/lab/tree/{NOTEBOOK.name}?token={token}")
+    page.wait_for_selector(".jp-Notebook")
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    page.get_by_text("| Idle").first.wait_for()  # the kernel is up
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    try:
+        page.locator(".thunderlab[data-step]").first.wait_for(state="attached")
+    except Exception:
+        outs = page.locator(".jp-OutputArea-output").all_text_contents()
+        pytest.fail(f"the widget did not render; outputs: {[o[:300] for o in outs]}; page errors: {page.errors}")
+    page.wait_for_function("document.querySelector('.thunderlab[data-step]') && "
+                           "document.querySelector('.thunderlab[data-step]').getAttribute('data-step') === '1'")
+    # the notebook's last cells moved it to step 1 and set an error; now the browser drives it
+    page.locator(".thunderlab").first.scroll_into_view_if_needed()
+    steps = page.locator(".thunderlab .tl-step")
+    assert steps.count() == 4  # capture, dce, claim, del after the re-run
+    steps.nth(2).click()
+    page.wait_for_function("document.querySelector('.thunderlab[data-step]').getAttribute('data-step') === '2'")
+    assert "ltorch" in page.locator(".thunderlab pre.tl-program").first.text_content()
+    page.locator(".thunderlab .tl-prev").first.click()
+    page.wait_for_function("document.querySelector('.thunderlab[data-step]').getAttribute('data-step') === '1'")
+    box = page.locator(".thunderlab input.tl-pipeline").first
+    box.fill("dce,cse,claim,del")
+    page.locator(".thunderlab .tl-rerun").first.click()
+    page.wait_for_function("document.querySelectorAll('.thunderlab .tl-step').length === 5")
+    assert "unknown pass" not in (page.locator(".thunderlab .tl-error").first.text_content() or "")
