@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # exactly this torch: the CPU wheel this machine carries (a looser pin pulls a CUDA build)
 TORCH  := torch==2.13.0
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench clean views browser
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -16,16 +16,30 @@ $(BIN)/.installed: pyproject.toml Makefile
 
 setup: $(BIN)/.installed
 
+# the views (HTML report, notebook widget) are TypeScript in extension/; their built bundles are
+# committed in thunderlab/*/static, so users never need node; this rebuilds and tests them
+extension/node_modules/.installed: extension/package.json extension/package-lock.json
+	cd extension && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+views: extension/node_modules/.installed
+	cd extension && npm run --silent typecheck && npm run --silent build && npm test
+
+# UI tests drive Debian's Chromium (Playwright downloads no browser)
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
 demo: setup
 	$(BIN)/python -m thunderlab demo
 
-test: setup
+test: setup views browser
 	$(BIN)/python -m pytest
 
 bench: setup
 	$(BIN)/python benchmarks/compile_and_overhead.py
 	$(BIN)/python benchmarks/training.py
 	$(BIN)/python benchmarks/fusion.py
+	$(BIN)/python benchmarks/inspection.py
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache extension/node_modules extension/build-test
