@@ -15,14 +15,15 @@ from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import Symbol
 
 from . import torch_ops as lt
-from .prims import torch_meta
+from .prims import TraceError, _new, torch_meta
 from .vjp import VJP, sum_to, vjp
 
 aten = torch.ops.aten
 
 
-def backward_symbol(name: str, impl) -> Symbol:
-    sym = Symbol(name=name, module="ltorch", impl=impl, meta=torch_meta(impl, f"ltorch.{name}"))
+def backward_symbol(name: str, impl, meta=None) -> Symbol:
+    """A torch-level backward symbol; its meta runs ``impl`` on meta tensors unless ``meta`` is given."""
+    sym = Symbol(name=name, module="ltorch", impl=impl, meta=meta or torch_meta(impl, f"ltorch.{name}"))
     setattr(lt, name, sym)
     return sym
 
@@ -68,7 +69,18 @@ silu_backward = backward_symbol("silu_backward", aten.silu_backward)
 threshold_backward = backward_symbol("threshold_backward", aten.threshold_backward)
 softmax_backward = backward_symbol("softmax_backward", aten._softmax_backward_data)
 log_softmax_backward = backward_symbol("log_softmax_backward", aten._log_softmax_backward_data)
-layer_norm_backward = backward_symbol("layer_norm_backward", _layer_norm_backward)
+def _layer_norm_backward_meta(g, a, normalized_shape, weight, bias, eps):
+    # the gradients are shaped like what they differentiate; running the kernel's decomposition
+    # on meta tensors (torch_meta) gives the same and costs milliseconds per call
+    def like(t):
+        return None if t is None else _new(t.shape, t.dtype, a.device, [g, a])
+
+    if tuple(g.shape) != tuple(a.shape):
+        raise TraceError(f"ltorch.layer_norm_backward: gradient {tuple(g.shape)} does not match input {tuple(a.shape)}")
+    return like(a), like(weight), like(bias)
+
+
+layer_norm_backward = backward_symbol("layer_norm_backward", _layer_norm_backward, _layer_norm_backward_meta)
 sdpa_backward = backward_symbol("sdpa_backward", _sdpa_backward)
 embedding_backward = backward_symbol("embedding_backward", aten.embedding_dense_backward)
 getitem_backward = backward_symbol("getitem_backward", _getitem_backward)
