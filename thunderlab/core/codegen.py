@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from types import SimpleNamespace
 
 import torch
@@ -20,6 +21,7 @@ class Printer:
     def __init__(self):
         self.constants: dict[str, object] = {}
         self._by_id: dict[int, str] = {}
+        self.constant_uses = 0  # text that names a constant depends on this printer; it is not cached
 
     def value(self, v) -> str:
         if isinstance(v, (TensorProxy, ScalarInput)):
@@ -54,6 +56,7 @@ class Printer:
         return self.constant(v)
 
     def constant(self, v) -> str:
+        self.constant_uses += 1
         name = self._by_id.get(id(v))
         if name is None:
             name = f"_c{len(self.constants)}"
@@ -104,6 +107,25 @@ def statement(printer: Printer, bsym: BoundSymbol) -> str:
     return f"{printer.targets(bsym.output)} = {call}"
 
 
+# A bound symbol never changes, so its printed line is kept while it lives: the steps of a
+# record share most of their calls, and each step is printed more than once (program, diff).
+_LINES: "weakref.WeakKeyDictionary[BoundSymbol, dict[bool, str]]" = weakref.WeakKeyDictionary()
+
+
+def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
+    cached = _LINES.get(bsym)
+    if cached is not None and comments in cached:
+        return cached[comments]
+    uses = p.constant_uses
+    stmt = "    " + statement(p, bsym)
+    note = _comment(bsym) if comments else ""
+    if note:
+        stmt = f"{stmt.ljust(_COMMENT_COLUMN)}  # {note}"
+    if p.constant_uses == uses:
+        _LINES.setdefault(bsym, {})[comments] = stmt
+    return stmt
+
+
 def python(trace: Trace, *, source: bool = True, comments: bool = True, imports: bool = True,
            header: str | None = None, printer: Printer | None = None, regions: bool = True) -> str:
     """The trace as Python source: stable names, one statement per bound symbol.
@@ -135,11 +157,7 @@ def python(trace: Trace, *, source: bool = True, comments: bool = True, imports:
         if source and src is not None and (src.file, src.line) != last_src:
             lines.append(f"    # {src.short()}   {src.code.strip()}".rstrip())
             last_src = (src.file, src.line)
-        stmt = "    " + statement(p, bsym)
-        note = _comment(bsym) if comments else ""
-        if note:
-            stmt = f"{stmt.ljust(_COMMENT_COLUMN)}  # {note}"
-        lines.append(stmt)
+        lines.append(_line(p, bsym, comments))
     lines.append(f"    return {p.value(trace.output)}")
     return "\n".join(lines) + "\n"
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -50,6 +51,10 @@ class TensorProxy:
 
     def type_string(self) -> str:
         """`cpu f32[4, 64]`: the per-value comment of a printed trace."""
+        return self._type_string
+
+    @cached_property  # a proxy never changes; views print its type many times
+    def _type_string(self) -> str:
         dims = ", ".join(str(s) for s in self.shape)
         return f"{self.device.type} {dtype_short(self.dtype)}[{dims}]"
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+from functools import cached_property
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -24,6 +25,10 @@ class SourceInfo:
     scope: str = ""  # the module path Dynamo recorded, e.g. "blocks.0.attn"
 
     def short(self) -> str:
+        return self._short
+
+    @cached_property
+    def _short(self) -> str:
         import os
 
         return f"{os.path.basename(self.file)}:{self.line}"
@@ -119,16 +124,27 @@ class BoundSymbol:
     executor: str | None = None
     declined: tuple[tuple[str, str], ...] = ()  # (executor, reason) for each executor that said no
     derived_from: int | None = None  # in a backward trace: the id of the forward call it differentiates
+    # True when the symbol's meta function produced ``output`` from these arguments (as tracing
+    # does); verification then need not derive it again. Kept by re-labelling copies only.
+    meta_ok: bool = field(default=False, repr=False)
 
-    @property
+    # Arguments and outputs never change after construction (a rewrite makes a new bound
+    # symbol), so their proxies are flattened once.
+    @cached_property
     def inputs(self) -> list[TensorProxy]:
         return proxies_in((self.args, self.kwargs))
 
-    @property
+    @cached_property
     def outputs(self) -> list[TensorProxy]:
         return proxies_in(self.output)
 
+    def meta_key(self) -> tuple:
+        """Identifies this call's symbol, argument and output objects (shared by re-labelled copies)."""
+        return (self.sym, id(self.args), id(self.kwargs), id(self.output))
+
     def replace(self, **changes) -> "BoundSymbol":
+        if "meta_ok" not in changes and changes.keys() & {"sym", "args", "kwargs", "output"}:
+            changes["meta_ok"] = False
         return replace(self, **changes)
 
     def swap(self, mapping: dict[str, TensorProxy]) -> "BoundSymbol":
@@ -136,17 +152,25 @@ class BoundSymbol:
         if not mapping:
             return self
 
+        alike = True  # every replacement has the metadata of the value it replaces
+
         def sub(v):
+            nonlocal alike
             if isinstance(v, TensorProxy):
-                return mapping.get(v.name, v)
+                w = mapping.get(v.name, v)
+                if w is not v and (w.shape, w.dtype) != (v.shape, v.dtype):
+                    alike = False
+                return w
             return v
 
-        return replace(
+        out = replace(
             self,
             args=tree_map(sub, self.args),
             kwargs=tree_map(sub, self.kwargs),
             subsymbols=tuple(s.swap(mapping) for s in self.subsymbols),
         )
+        # metas read only shapes and dtypes: renaming to alike values keeps the outputs right
+        return out if alike and self.meta_ok else replace(out, meta_ok=False)
 
     def flat(self) -> list["BoundSymbol"]:
         """This call's innermost decomposition, depth first (itself if it has none)."""
@@ -157,3 +181,4 @@ class BoundSymbol:
     def __repr__(self) -> str:
         outs = ", ".join(p.name for p in self.outputs)
         return f"<{outs} = {self.sym.qualname} #{self.id}>"
+

@@ -138,7 +138,8 @@ class Trace:
         else:
             out = sym.meta(*args, **kwargs)
             subsymbols = ()
-        bsym = BoundSymbol(sym, tuple(args), dict(kwargs), out, subsymbols, self._source, derived_from=self._derived)
+        bsym = BoundSymbol(sym, tuple(args), dict(kwargs), out, subsymbols, self._source, derived_from=self._derived,
+                           meta_ok=True)
         self._scopes[-1].append(bsym)
         return out
 

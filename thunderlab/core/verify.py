@@ -13,7 +13,8 @@ class VerificationError(Exception):
 def check_trace(trace: Trace, *, metas: bool = True, checked: dict | None = None) -> None:
     """Raise VerificationError if ``trace`` is not well formed.
 
-    ``checked`` holds calls whose metadata was already re-derived: a call with the same symbol
+    Calls whose outputs their meta function produced (``meta_ok``: what tracing records) are
+    not re-derived. ``checked`` holds calls whose metadata was already re-derived: a call with the same symbol
     and the very same argument and output objects (as a call a pass only re-labelled, e.g. with
     its executor), whose inputs still match their definitions (checked here for every call),
     needs no second meta run. Calls checked now are added to it.
@@ -45,8 +46,8 @@ def check_trace(trace: Trace, *, metas: bool = True, checked: dict | None = None
                 raise VerificationError(f"{where} defines {p.name} a second time (not SSA)")
             defined[p.name] = p
         if metas and b.sym.meta is not None and not b.sym.random:
-            key = (b.sym, id(b.args), id(b.kwargs), id(b.output))
-            if checked is not None and key in checked:
+            key = b.meta_key()
+            if b.meta_ok or (checked is not None and key in checked):
                 continue
             _check_meta(where, b)
             if checked is not None:

@@ -64,11 +64,32 @@ def _getitem_backward(g, shape, key):
     return out
 
 
-gelu_backward = backward_symbol("gelu_backward", lambda g, a, approximate="none": aten.gelu_backward(g, a, approximate=approximate))
-silu_backward = backward_symbol("silu_backward", aten.silu_backward)
-threshold_backward = backward_symbol("threshold_backward", aten.threshold_backward)
-softmax_backward = backward_symbol("softmax_backward", aten._softmax_backward_data)
-log_softmax_backward = backward_symbol("log_softmax_backward", aten._log_softmax_backward_data)
+def _pointwise_backward_meta(name: str, dtype_arg: int | None = None):
+    """The meta of a backward kernel whose gradient is shaped like the gradient it is given.
+
+    Direct metas (rather than the kernel's decomposition on meta tensors, which ``torch_meta``
+    runs) keep differentiating a model cheap: a transformer asks for hundreds of these.
+    """
+    def meta(g, a, *rest, **kwargs):
+        if tuple(g.shape) != tuple(a.shape):
+            raise TraceError(f"ltorch.{name}: gradient {tuple(g.shape)} does not match {tuple(a.shape)}")
+        dtype = rest[dtype_arg] if dtype_arg is not None else g.dtype
+        return _new(g.shape, dtype, g.device, [g, a])
+    return meta
+
+
+gelu_backward = backward_symbol("gelu_backward", lambda g, a, approximate="none": aten.gelu_backward(g, a, approximate=approximate),
+                                _pointwise_backward_meta("gelu_backward"))
+silu_backward = backward_symbol("silu_backward", aten.silu_backward, _pointwise_backward_meta("silu_backward"))
+threshold_backward = backward_symbol("threshold_backward", aten.threshold_backward,
+                                     _pointwise_backward_meta("threshold_backward"))
+# (grad, output, dim, input dtype): the gradient has the input's dtype
+softmax_backward = backward_symbol("softmax_backward", aten._softmax_backward_data,
+                                   _pointwise_backward_meta("softmax_backward", dtype_arg=1))
+log_softmax_backward = backward_symbol("log_softmax_backward", aten._log_softmax_backward_data,
+                                       _pointwise_backward_meta("log_softmax_backward", dtype_arg=1))
+
+
 def _layer_norm_backward_meta(g, a, normalized_shape, weight, bias, eps):
     # the gradients are shaped like what they differentiate; running the kernel's decomposition
     # on meta tensors (torch_meta) gives the same and costs milliseconds per call

@@ -22,20 +22,43 @@ def _output_grads(b: BoundSymbol, gs: list):
     return gs[0] if isinstance(b.output, TensorProxy) else tuple(gs)
 
 
-def _declines(b: BoundSymbol) -> bool:
+def _like(v):
+    """A hashable stand-in for an argument: a proxy by its metadata, containers by their parts."""
+    if isinstance(v, TensorProxy):
+        return ("tensor", v.shape, v.dtype, v.device, v.requires_grad)
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__, *(_like(e) for e in v))
+    if isinstance(v, dict):
+        return ("dict", *((k, _like(e)) for k, e in v.items()))
+    try:
+        hash(v)
+        return (type(v).__name__, v)
+    except TypeError:
+        return (type(v).__name__, repr(v))
+
+
+def _declines(b: BoundSymbol, memo: dict | None = None) -> bool:
     """Whether ``b`` has no rule, or a rule that returns NotImplemented for these arguments.
 
     A rule declines by its arguments (a dtype, dropout, a tensor exponent); asking it in a
     scratch trace tells before the forward is fixed whether the decomposition's intermediates
     will be needed, so the forward computes them (backward cannot recompute a random one).
+    A rule's answer depends only on its arguments' metadata and values, so ``memo`` keeps it
+    per kind of call (a model's repeated layers ask once).
     """
     rule = VJP.get(b.sym.qualname)
     if rule is None:
         return True
+    key = (b.sym.qualname, _like(b.args), _like(b.kwargs))
+    if memo is not None and key in memo:
+        return memo[key]
     scratch = Trace("probe")
     with scratch.active():
         gs = [scratch.proxy(p.shape, p.dtype, p.device) if _differentiable(p) else None for p in b.outputs]
-        return rule(b, _output_grads(b, gs)) is NotImplemented
+        declined = rule(b, _output_grads(b, gs)) is NotImplemented
+    if memo is not None:
+        memo[key] = declined
+    return declined
 
 
 def _propagate(bsyms, needs: set[str]) -> set[str]:
@@ -47,13 +70,14 @@ def _propagate(bsyms, needs: set[str]) -> set[str]:
     return needs
 
 
-def _expand(bsyms, needs: set[str]) -> list[BoundSymbol]:
+def _expand(bsyms, needs: set[str], memo: dict | None = None) -> list[BoundSymbol]:
     """Replace calls that need a gradient but have no rule (or a declining one) by their decompositions."""
+    memo = {} if memo is None else memo
     out = []
     for b in bsyms:
         wants = any(p.name in needs for p in b.inputs)
-        if wants and b.subsymbols and _declines(b):
-            out.extend(_expand(b.subsymbols, needs))
+        if wants and b.subsymbols and _declines(b, memo):
+            out.extend(_expand(b.subsymbols, needs, memo))
             continue
         if wants:
             needs.update(p.name for p in b.outputs if _differentiable(p))

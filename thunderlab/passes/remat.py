@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import networkx as nx
+from networkx.algorithms.flow import boykov_kolmogorov
 
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import TensorProxy
@@ -46,7 +47,8 @@ def plan(forward, saved: list[TensorProxy]) -> tuple[list[TensorProxy], list[Bou
                 g.add_edge(f"{i.name}:out", f"{o.name}:in")
     for p in saved:
         g.add_edge(f"{p.name}:out", "sink")
-    _, (reach, _) = nx.minimum_cut(g, "source", "sink")
+    # Boykov-Kolmogorov is the quickest of networkx's flow algorithms on these layered graphs
+    _, (reach, _) = nx.minimum_cut(g, "source", "sink", flow_func=boykov_kolmogorov)
     new_saved = [p for p in _values(forward) if f"{p.name}:in" in reach and f"{p.name}:out" not in reach
                  and g.has_edge(f"{p.name}:in", f"{p.name}:out")]
     recompute_names = {n[:-3] for n in g.nodes if n.endswith(":in") and n not in reach}

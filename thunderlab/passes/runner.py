@@ -1,6 +1,7 @@
 """Running a pipeline: one observer hook between passes; verification after each pass."""
 from __future__ import annotations
 
+import gc
 import time
 import traceback
 from dataclasses import dataclass
@@ -93,12 +94,25 @@ def run_pipeline(program: Program, pipeline: "str | Pipeline", *, observer: Obse
 
     A pass that raises ends the run: its step records the error (naming the pass), and
     every earlier step is kept.
+
+    The cyclic garbage collector is paused meanwhile: passes make many small objects and no
+    cycles worth collecting, and a full collection over a big model's heap can cost more than
+    the passes themselves. It runs again (as before) when the pipeline ends.
     """
     pipeline = Pipeline.parse(pipeline)
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(program, pipeline, observer, inputs, reference, first_index)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _run(program, pipeline, observer, inputs, reference, first_index):
     steps: list[Step] = []
     current = program
-    checked = {(b.sym, id(b.args), id(b.kwargs), id(b.output)): b  # the input program was verified at its step
-               for t in program for b in t.bound_symbols}
+    checked = {b.meta_key(): b for t in program for b in t.bound_symbols}  # verified at its own step
     for offset, spec in enumerate(pipeline.enabled()):
         index = first_index + offset
         p = spec.instantiate()
