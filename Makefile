@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # exactly this torch: the CPU wheel this machine carries (a looser pin pulls a CUDA build)
 TORCH  := torch==2.13.0
 
-.PHONY: setup demo test bench clean views browser
+.PHONY: setup demo test bench clean views browser graphviz
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -29,10 +29,14 @@ views: extension/node_modules/.installed
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
+# Graph.to_svg draws with Graphviz's dot program (Debian's graphviz package)
+graphviz:
+	@command -v dot >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq graphviz >/dev/null)
+
 demo: setup
 	$(BIN)/python -m thunderlab demo
 
-test: setup views browser
+test: setup views browser graphviz
 	$(BIN)/python -m pytest
 
 bench: setup

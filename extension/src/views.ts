@@ -2,10 +2,15 @@
 // notebook widget. All text comes from user code: it is set only through textContent, createTextNode
 // and setAttribute, never parsed as markup.
 
-export interface GraphNode { id: string; label: string; kind: string; executor: string | null; source: string | null; group: string | null }
+export interface GraphNode {
+  id: string; label: string; kind: string; executor: string | null; source: string | null;
+  group: string | null;  // the fusion region a call belongs to
+  scope?: string | null;  // the module it came from: "transformer.h.0.attn"
+}
 export interface GraphEdge { src: string; dst: string; value: string; type: string }
 export interface Graph { nodes: GraphNode[]; edges: GraphEdge[] }
-export interface Trace { program: string; diff: string | null; graph: Graph; stats: { symbols: number; regions: number; executors: Record<string, number> } }
+export interface Changes { added: string[]; removed: string[]; changed: string[] }
+export interface Trace { program: string; diff: string | null; graph: Graph; changes?: Changes | null; stats: { symbols: number; regions: number; executors: Record<string, number> } }
 export interface Verification { ok: boolean; structural: string; max_error: number | null; detail: string }
 export interface Step {
   index: number; spec: string; seconds: number; symbols_before: number; symbols_after: number;
@@ -86,6 +91,81 @@ export function layoutGraph(graph: Graph): Layout {
   };
 }
 
+/** How the graph view groups nodes: by fusion region, or by module scope cut at a depth. */
+export type Grouping = { by: "regions" } | { by: "modules"; depth: number } | { by: "none" };
+
+/** The module path cut to ``depth`` parts; null when the scope is shallower (the node stays ungrouped). */
+export function scopeAt(scope: string | null | undefined, depth: number): string | null {
+  if (!scope) return null;
+  const parts = scope.split(".");
+  return parts.length >= depth ? parts.slice(0, depth).join(".") : null;
+}
+
+export function groupOf(n: GraphNode, g: Grouping): string | null {
+  if (g.by === "regions") return n.group;
+  if (g.by === "modules") return scopeAt(n.scope, g.depth);
+  return null;
+}
+
+/** The deepest module path in the graph. */
+export function scopeDepth(graph: Graph): number {
+  let d = 0;
+  for (const n of graph.nodes) if (n.scope) d = Math.max(d, n.scope.split(".").length);
+  return d;
+}
+
+/** The first depth at which at least two modules hold two or more nodes each (a model's layers, typically). */
+export function defaultDepth(graph: Graph): number {
+  const max = scopeDepth(graph);
+  for (let d = 1; d <= max; d++) {
+    const count = new Map<string, number>();
+    for (const n of graph.nodes) { const k = scopeAt(n.scope, d); if (k) count.set(k, (count.get(k) ?? 0) + 1); }
+    if ([...count.values()].filter((c) => c >= 2).length >= 2) return d;
+  }
+  return Math.max(1, max);
+}
+
+/** The grouping a graph opens with: its fusion regions if it has any, else its modules, else none. */
+export function defaultGrouping(graph: Graph): Grouping {
+  if (graph.nodes.some((n) => n.group)) return { by: "regions" };
+  if (graph.nodes.some((n) => n.scope)) return { by: "modules", depth: defaultDepth(graph) };
+  return { by: "none" };
+}
+
+/** The graph with every collapsed group folded into one node ("group:<name>") and edges redirected. */
+export function collapseGroups(graph: Graph, grouping: Grouping, collapsed: Set<string>): Graph {
+  const byId = new Map(graph.nodes.map((n) => [n.id, n]));
+  const rep = (id: string) => {
+    const n = byId.get(id);
+    const k = n ? groupOf(n, grouping) : null;
+    return k && collapsed.has(k) ? `group:${k}` : id;
+  };
+  const nodes: GraphNode[] = [];
+  const seen = new Map<string, GraphNode>();
+  const members = new Map<string, number>();
+  for (const n of graph.nodes) {
+    const id = rep(n.id);
+    if (id !== n.id) members.set(id, (members.get(id) ?? 0) + 1);
+    if (seen.has(id)) continue;
+    const node = id === n.id ? n : { id, label: "", kind: "region", executor: grouping.by === "regions" ? n.executor : null,
+      source: null, group: null, scope: grouping.by === "modules" ? groupOf(n, grouping) : null };
+    seen.set(id, node);
+    nodes.push(node);
+  }
+  for (const [id, count] of members) seen.get(id)!.label = `▸ ${id.slice(6)} (${count})`;
+  const edges: GraphEdge[] = [];
+  const dedup = new Set<string>();
+  for (const e of graph.edges) {
+    const src = rep(e.src), dst = rep(e.dst);
+    if (src === dst) continue;
+    const key = `${src}\u0000${dst}\u0000${e.value}`;
+    if (dedup.has(key)) continue;
+    dedup.add(key);
+    edges.push({ ...e, src, dst });
+  }
+  return { nodes, edges };
+}
+
 export function passName(spec: string): string {
   return spec.trim().replace(/^-/, "").split("{")[0].trim();
 }
@@ -151,7 +231,7 @@ const CSS = `
 .thunderlab .tl-hunk{color:#6f42c1;background:#f3efff}.thunderlab .tl-meta-line{color:#888}
 .thunderlab .tl-graph-wrap{overflow:auto;max-height:640px;border:1px solid #e4e4e4}
 .thunderlab svg.tl-graph text{font:11px ui-monospace,monospace;pointer-events:none}
-.thunderlab svg.tl-graph .tl-group{cursor:pointer}
+.thunderlab svg.tl-graph .tl-group,.thunderlab svg.tl-graph .tl-kind-region{cursor:pointer}
 .thunderlab .tl-muted{color:#888}
 `;
 
@@ -224,32 +304,80 @@ function diffView(diff: string | null): HTMLElement {
   return box;
 }
 
-function graphView(g: Graph): HTMLElement {
-  const wrap = h("div", { class: "tl-graph-wrap" });
+const MARK_STROKE: Record<string, string> = { added: "#1a7f37", changed: "#bf8700" };
+// graphs this big open with their groups collapsed (a model's training step has thousands of calls)
+const COLLAPSE_ABOVE = 300;
+
+function graphView(g: Graph, changes: Changes | null | undefined): HTMLElement {
+  const wrap = h("div", { class: "tl-graph-view" });
+  const canvas = h("div", { class: "tl-graph-wrap" });
+  let grouping = defaultGrouping(g);
   const collapsed = new Set<string>();
+  const names = () => [...new Set(g.nodes.map((n) => groupOf(n, grouping)).filter((k): k is string => !!k))];
+  const collapseAll = () => { collapsed.clear(); for (const k of names()) collapsed.add(k); };
+  if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
+  const marks = new Map<string, string>();
+  for (const id of changes?.added ?? []) marks.set(id, "added");
+  for (const id of changes?.changed ?? []) marks.set(id, "changed");
+
+  // controls: what to group by, how deep into the modules, collapse or expand every group
+  const bar = h("div", { class: "tl-bar tl-graph-bar" });
+  const bySel = h("select", { class: "tl-group-by" },
+    h("option", { value: "regions" }, "group: fusion regions"),
+    h("option", { value: "modules" }, "group: modules"),
+    h("option", { value: "none" }, "group: none"));
+  const maxDepth = scopeDepth(g);
+  if (!maxDepth) bySel.querySelector('option[value="modules"]')!.setAttribute("disabled", "");
+  const depthSel = h("select", { class: "tl-depth", title: "module depth" });
+  for (let d = 1; d <= maxDepth; d++) depthSel.append(h("option", { value: d }, `depth ${d}`));
+  const collapseBtn = h("button", { class: "tl-collapse-all", type: "button" }, "collapse all");
+  const expandBtn = h("button", { class: "tl-expand-all", type: "button" }, "expand all");
+  const legend = h("span", { class: "tl-muted tl-changes" });
+  if (changes) legend.append(`vs previous step: +${changes.added.length} added, ~${changes.changed.length} changed, −${changes.removed.length} removed`);
+  bar.append(bySel, depthSel, collapseBtn, expandBtn, legend);
+  const sync = () => {
+    bySel.value = grouping.by;
+    depthSel.style.display = grouping.by === "modules" ? "" : "none";
+    if (grouping.by === "modules") depthSel.value = String(grouping.depth);
+  };
+  bySel.addEventListener("change", () => {
+    const by = bySel.value;
+    grouping = by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" };
+    collapsed.clear();
+    if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
+    sync(); draw();
+  });
+  depthSel.addEventListener("change", () => {
+    grouping = { by: "modules", depth: Number(depthSel.value) };
+    collapsed.clear();
+    if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
+    draw();
+  });
+  collapseBtn.addEventListener("click", () => { collapseAll(); draw(); });
+  expandBtn.addEventListener("click", () => { collapsed.clear(); draw(); });
+
   const draw = () => {
-    // A collapsed group becomes one node standing for all its members.
-    const rep = (id: string) => { const n = byId.get(id); return n && n.group && collapsed.has(n.group) ? `group:${n.group}` : id; };
-    const nodes: GraphNode[] = [];
-    const seen = new Set<string>();
+    const shown = collapseGroups(g, grouping, collapsed);
+    const nodeMarks = new Map(marks);  // a folded group is marked when a member is
     for (const n of g.nodes) {
-      const id = rep(n.id);
-      if (seen.has(id)) continue;
-      seen.add(id);
-      nodes.push(id === n.id ? n : { id, label: `▸ ${n.group}`, kind: "region", executor: n.executor, source: null, group: null });
+      const k = groupOf(n, grouping);
+      if (k && collapsed.has(k) && marks.has(n.id) && !nodeMarks.has(`group:${k}`)) nodeMarks.set(`group:${k}`, "changed");
     }
-    const edges = g.edges.map((e) => ({ ...e, src: rep(e.src), dst: rep(e.dst) })).filter((e) => e.src !== e.dst);
-    const lay = layoutGraph({ nodes, edges });
+    const nodes = shown.nodes, edges = shown.edges;
+    const lay = layoutGraph(shown);
     const svg = s("svg", { class: "tl-graph", xmlns: SVG, width: lay.width, height: lay.height, viewBox: `0 0 ${lay.width} ${lay.height}` });
     svg.append(s("defs", {}, s("marker", { id: "tl-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" },
       s("path", { d: "M0,0 L8,4 L0,8 z", fill: "#888" }))));
-    // group outlines
+    // outlines of the expanded groups
     const groups = new Map<string, Position[]>();
-    for (const n of nodes) if (n.group) { const pos = lay.positions.get(n.id)!; (groups.get(n.group) ?? groups.set(n.group, []).get(n.group)!).push(pos); }
+    for (const n of nodes) {
+      const k = n.id.startsWith("group:") ? null : groupOf(n, grouping);
+      if (k) { const pos = lay.positions.get(n.id)!; (groups.get(k) ?? groups.set(k, []).get(k)!).push(pos); }
+    }
     for (const [name, ps] of groups) {
       const x0 = Math.min(...ps.map((p) => p.x)) - 6, y0 = Math.min(...ps.map((p) => p.y)) - 14;
       const x1 = Math.max(...ps.map((p) => p.x)) + NODE_W + 6, y1 = Math.max(...ps.map((p) => p.y)) + NODE_H + 6;
-      const box = s("g", { class: "tl-group" },
+      const box = s("g", { class: "tl-group", "data-group": name },
         s("title", {}, `${name} (click to collapse)`),
         s("rect", { x: x0, y: y0, width: x1 - x0, height: y1 - y0, rx: 6, fill: "rgba(120,120,200,0.05)", stroke: "#7a7ac0", "stroke-dasharray": "5,3" }),
         s("text", { x: x0 + 4, y: y0 + 10, fill: "#55559a" }, name));
@@ -266,18 +394,22 @@ function graphView(g: Graph): HTMLElement {
     for (const n of nodes) {
       const p = lay.positions.get(n.id)!;
       const label = n.label.length > 22 ? n.label.slice(0, 21) + "…" : n.label;
-      const node = s("g", { class: `tl-node tl-kind-${n.kind}` },
-        s("title", {}, [n.label, n.executor && `executor: ${n.executor}`, n.source].filter(Boolean).join("\n")),
+      const mark = nodeMarks.get(n.id);
+      const node = s("g", { class: `tl-node tl-kind-${n.kind}${mark ? ` tl-mark-${mark}` : ""}`, "data-id": n.id },
+        s("title", {}, [n.label, n.executor && `executor: ${n.executor}`, n.scope && `module: ${n.scope}`, n.source, mark && `${mark} by this step`]
+          .filter(Boolean).join("\n")),
         s("rect", { x: p.x, y: p.y, width: NODE_W, height: NODE_H, rx: n.kind === "call" || n.kind === "region" ? 4 : 13,
-          fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor), stroke: "#666" }),
+          fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor),
+          stroke: mark ? MARK_STROKE[mark] : "#666", "stroke-width": mark ? 2.5 : 1 }),
         s("text", { x: p.x + NODE_W / 2, y: p.y + NODE_H / 2 + 4, "text-anchor": "middle" }, label));
       if (n.id.startsWith("group:")) node.addEventListener("click", () => { collapsed.delete(n.id.slice(6)); draw(); });
       svg.append(node);
     }
-    wrap.replaceChildren(svg);
+    canvas.replaceChildren(svg);
   };
-  const byId = new Map(g.nodes.map((n) => [n.id, n]));
+  sync();
   draw();
+  wrap.append(bar, canvas);
   return wrap;
 }
 
@@ -340,7 +472,7 @@ function stepDetail(root: HTMLElement, p: Payload, st: Step): HTMLElement {
       Object.entries(t.stats.executors).map(([k, v]) => `${k} ${v}`).join(", ")));
     if (state.pane === "Program") box.append(h("pre", { class: "tl-program" }, t.program));
     else if (state.pane === "Diff") box.append(diffView(t.diff));
-    else box.append(graphView(t.graph));
+    else box.append(graphView(t.graph, t.changes));
   };
   paint();
   return box;

@@ -51,3 +51,29 @@ test("passName strips options and the disabled marker", () => {
 test("pipelinePasses splits outside option braces", () => {
   assert.deepEqual(pipelinePasses("dce, remat{budget=3,x=1},-cse,claim"), ["dce", "remat", "claim"]);
 });
+
+test("module scopes: cut at a depth, a default depth at the layers, and folding a group into one node", async () => {
+  const { scopeAt, defaultDepth, defaultGrouping, collapseGroups } = await import("../build-test/views.mjs");
+  assert.equal(scopeAt("transformer.h.0.attn", 3), "transformer.h.0");
+  assert.equal(scopeAt("transformer", 3), null);
+  assert.equal(scopeAt(null, 1), null);
+  const n = (id, scope) => ({ id, label: id, kind: "call", executor: "torch", source: null, group: null, scope });
+  const graph = {
+    nodes: [n("in:x", null), n("a", "transformer.wte"), n("b", "transformer.h.0.attn"), n("c", "transformer.h.0.mlp"),
+            n("d", "transformer.h.1.attn"), n("e", "transformer.h.1.mlp"), n("out", null)],
+    edges: [edge("in:x", "a"), edge("a", "b"), edge("b", "c"), edge("c", "d"), edge("d", "e"), edge("b", "e"), edge("e", "out")],
+  };
+  // depth 1 and 2 each give one group with two or more nodes; depth 3 gives the two layers
+  assert.equal(defaultDepth(graph), 3);
+  assert.deepEqual(defaultGrouping(graph), { by: "modules", depth: 3 });
+  const folded = collapseGroups(graph, { by: "modules", depth: 3 }, new Set(["transformer.h.0"]));
+  const ids = folded.nodes.map((x) => x.id);
+  assert.deepEqual(ids, ["in:x", "a", "group:transformer.h.0", "d", "e", "out"]);
+  assert.equal(folded.nodes[2].label, "▸ transformer.h.0 (2)");
+  assert.equal(folded.nodes[2].scope, "transformer.h.0");
+  // edges into and out of the group are redirected; the one inside (b -> c) is gone
+  const pairs = folded.edges.map((e) => `${e.src}>${e.dst}`);
+  assert.deepEqual(pairs, ["in:x>a", "a>group:transformer.h.0", "group:transformer.h.0>d", "d>e", "group:transformer.h.0>e", "e>out"]);
+  // fusion regions take precedence when there are any
+  assert.deepEqual(defaultGrouping({ nodes: [...graph.nodes, { ...n("f", null), group: "fusion0" }], edges: [] }), { by: "regions" });
+});

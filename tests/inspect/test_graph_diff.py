@@ -82,3 +82,20 @@ def test_record_diff_and_step_graph():
 
     with pytest.raises(ValueError, match="no 'backward' trace"):
         rec.diff(0, 2, trace="backward")
+
+
+def test_payload_marks_the_cse_steps_changes_and_any_two_steps_compare():
+    from thunderlab.inspect.serialize import RecordPayload
+
+    rec = _record("dce,cse,claim")
+    before = rec.steps[1].program.forward
+    dups = {f"b{b.id}" for b in before.bound_symbols[2:4]}
+    payload = RecordPayload(rec)
+    assert payload.step(0)["traces"]["forward"]["changes"] is None  # capture has nothing before it
+    changes = payload.step(2)["traces"]["forward"]["changes"]
+    assert set(changes["removed"]) == dups and changes["added"] == []
+    assert changes["changed"] == [f"b{before.bound_symbols[4].id}"]
+    # any two steps: capture to claim removes the duplicates and re-labels every kept call
+    d = rec.graph_diff(0, 3)
+    assert set(d.removed) == dups
+    assert set(d.changed) == {f"b{b.id}" for b in rec.steps[3].program.forward.bound_symbols}

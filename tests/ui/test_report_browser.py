@@ -60,3 +60,42 @@ def test_cse_diff_is_shown(page, tmp_path):
     page.locator("button[data-tab=Diff]").first.click()
     removed = page.locator(".tl-diff .tl-del")
     assert any("ltorch.mul" in removed.nth(i).inner_text() for i in range(removed.count()))
+
+
+def test_graph_groups_by_module_and_marks_changes(page, tmp_path):
+    from tests.inspect.test_graph_scopes import Net
+
+    rec, path = _report(tmp_path, Net(), torch.randn(2, 8))
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tl-step")
+    page.locator(".tl-step").nth(len(rec.steps) - 1).click()
+    page.locator("button[data-tab=Graph]").first.click()
+    # no fusion regions here: the graph opens grouped by module, at the depth of the two blocks
+    assert page.locator("select.tl-group-by").first.input_value() == "modules"
+    assert page.locator("select.tl-depth").first.input_value() == "2"
+    groups = page.locator("svg.tl-graph g.tl-group")
+    assert sorted(groups.nth(i).get_attribute("data-group") for i in range(groups.count())) == ["blocks.0", "blocks.1"]
+    calls = page.locator("svg.tl-graph g.tl-node").count()
+    page.locator('svg.tl-graph g.tl-group[data-group="blocks.0"]').first.click(position={"x": 3, "y": 3})
+    folded = page.locator('svg.tl-graph g.tl-node[data-id="group:blocks.0"]')
+    assert folded.count() == 1 and folded.locator("text").text_content().startswith("▸ blocks.0")
+    assert page.locator("svg.tl-graph g.tl-node").count() < calls
+    folded.first.click()
+    assert page.locator("svg.tl-graph g.tl-node").count() == calls
+    # one level deeper: each block's attn becomes a group of its own
+    page.locator("select.tl-depth").first.select_option("3")
+    names = page.locator("svg.tl-graph g.tl-group")
+    assert "blocks.0.attn" in [names.nth(i).get_attribute("data-group") for i in range(names.count())]
+    page.locator("button.tl-collapse-all").first.click()
+    assert page.locator("svg.tl-graph g.tl-group").count() == 0
+    assert page.locator('svg.tl-graph g.tl-node[data-id="group:blocks.1.attn"]').count() == 1
+    page.locator("button.tl-expand-all").first.click()
+    assert page.locator('svg.tl-graph g.tl-node[data-id^="group:"]').count() == 0
+    # claim labels every call with its executor: each is marked changed, and the legend counts them
+    claim = next(s.index for s in rec.steps if s.spec == "claim")
+    page.locator(".tl-step").nth(claim).click()
+    legend = page.locator(".tl-changes").first.inner_text()
+    changed = len(rec.graph_diff(claim - 1, claim, expand_regions=True).changed)
+    assert f"~{changed} changed" in legend and changed > 0
+    assert page.locator("svg.tl-graph g.tl-mark-changed").count() == changed
+    assert page.errors == []

@@ -17,6 +17,7 @@ class Node:
     source: str | None = None
     group: str | None = None  # the fusion region a member belongs to
     signature: str = ""  # what the call computes, independent of value names
+    scope: str | None = None  # the module the call came from, as a dotted path ("transformer.h.0.attn")
 
 
 @dataclass
@@ -39,31 +40,96 @@ class Graph:
 
         g = nx.DiGraph()
         for n in self.nodes.values():
-            g.add_node(n.id, label=n.label, kind=n.kind, executor=n.executor, group=n.group)
+            g.add_node(n.id, label=n.label, kind=n.kind, executor=n.executor, group=n.group, scope=n.scope)
         for e in self.edges:
             g.add_edge(e.src, e.dst, value=e.value, type=e.type)
         return g
 
-    def to_dot(self) -> str:
-        """Graphviz DOT text; regions are clusters."""
+    def to_dot(self, groups: str = "regions") -> str:
+        """Graphviz DOT text.
+
+        ``groups="regions"`` draws fusion regions as clusters; ``"modules"`` nests clusters by
+        module scope (``transformer`` > ``transformer.h.0`` > ``transformer.h.0.attn``);
+        ``"none"`` draws no clusters.
+        """
+        if groups not in GROUPINGS:
+            raise ValueError(f"groups={groups!r}: expected one of {', '.join(map(repr, GROUPINGS))}")
         lines = ["digraph trace {", "  node [shape=box, fontname=monospace];"]
-        groups: dict[str | None, list[Node]] = {}
-        for n in self.nodes.values():
-            groups.setdefault(n.group, []).append(n)
-        for group, members in groups.items():
-            indent = "  "
-            if group:
-                lines.append(f'  subgraph "cluster_{_esc(group)}" {{ label="{_esc(group)}";')
-                indent = "    "
-            for n in members:
-                shape = ", shape=ellipse" if n.kind in ("input", "output") else ""
-                lines.append(f'{indent}"{_esc(n.id)}" [label="{_esc(n.label)}"{shape}];')
-            if group:
-                lines.append("  }")
+
+        def node_line(n: Node, indent: str) -> str:
+            shape = ", shape=ellipse" if n.kind in ("input", "output") else ""
+            return f'{indent}"{_esc(n.id)}" [label="{_esc(n.label)}"{shape}];'
+
+        if groups == "modules":
+            tree = _ScopeTree()
+            for n in self.nodes.values():
+                tree.add(n.scope.split(".") if n.scope else [], n)
+            tree.emit(lines, node_line, "  ")
+        else:
+            clusters: dict[str | None, list[Node]] = {}
+            for n in self.nodes.values():
+                clusters.setdefault(n.group if groups == "regions" else None, []).append(n)
+            for group, members in clusters.items():
+                indent = "  "
+                if group:
+                    lines.append(f'  subgraph "cluster_{_esc(group)}" {{ label="{_esc(group)}";')
+                    indent = "    "
+                lines.extend(node_line(n, indent) for n in members)
+                if group:
+                    lines.append("  }")
         for e in self.edges:
             lines.append(f'  "{_esc(e.src)}" -> "{_esc(e.dst)}" [label="{_esc(e.value)}: {_esc(e.type)}"];')
         lines.append("}")
         return "\n".join(lines) + "\n"
+
+    def to_svg(self, path: str | None = None, *, groups: str = "regions") -> str:
+        """The graph drawn by Graphviz, as SVG text (also written to ``path`` when given).
+
+        Needs the ``graphviz`` Python package (``pip install 'thunderlab[graph]'``) and Graphviz's
+        ``dot`` program (``apt-get install graphviz``, ``brew install graphviz``).
+        """
+        try:
+            import graphviz
+        except ImportError:
+            raise ImportError("Graph.to_svg needs the graphviz package: pip install 'thunderlab[graph]' "
+                              "(or pip install graphviz), plus Graphviz's dot program") from None
+        try:
+            svg = graphviz.Source(self.to_dot(groups)).pipe(format="svg", encoding="utf-8")
+        except graphviz.ExecutableNotFound:
+            raise RuntimeError("Graph.to_svg needs Graphviz's dot program on PATH: apt-get install graphviz "
+                               "(Debian/Ubuntu), brew install graphviz (macOS), or see https://graphviz.org/download/; "
+                               "to_dot() gives the DOT text without it") from None
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(svg)
+        return svg
+
+
+GROUPINGS = ("regions", "modules", "none")
+
+
+class _ScopeTree:
+    """Nodes filed under their module path, for nested DOT clusters."""
+
+    def __init__(self, path: tuple[str, ...] = ()):
+        self.path = path
+        self.members: list[Node] = []
+        self.children: dict[str, _ScopeTree] = {}
+
+    def add(self, parts: list[str], n: Node) -> None:
+        t = self
+        for part in parts:
+            t = t.children.setdefault(part, _ScopeTree(t.path + (part,)))
+        t.members.append(n)
+
+    def emit(self, lines: list[str], node_line, indent: str) -> None:
+        for n in self.members:
+            lines.append(node_line(n, indent))
+        for child in self.children.values():
+            name = ".".join(child.path)
+            lines.append(f'{indent}subgraph "cluster_{_esc(name)}" {{ label="{_esc(child.path[-1])}"; tooltip="{_esc(name)}";')
+            child.emit(lines, node_line, indent + "  ")
+            lines.append(f"{indent}}}")
 
 
 def _esc(s: str) -> str:
@@ -81,6 +147,20 @@ def _signature(b: BoundSymbol, canon: dict[str, str]) -> str:
         return repr(v)
 
     return f"{b.sym.qualname}{show(tuple(b.args))}{show(b.kwargs) if b.kwargs else ''}@{b.executor}"
+
+
+def _region_scope(region: BoundSymbol) -> str | None:
+    """The innermost module holding every member of a fusion region (None when they share none)."""
+    scopes = [m.source.scope.split(".") if m.source and m.source.scope else [] for m in region.subsymbols]
+    if not scopes:
+        return None
+    common = scopes[0]
+    for sc in scopes[1:]:
+        k = 0
+        while k < min(len(common), len(sc)) and common[k] == sc[k]:
+            k += 1
+        common = common[:k]
+    return ".".join(common) or None
 
 
 def trace_graph(trace: Trace, *, expand_regions: bool = False) -> Graph:
@@ -102,7 +182,8 @@ def trace_graph(trace: Trace, *, expand_regions: bool = False) -> Graph:
                 g.edges.append(Edge(src, nid, p.name, p.type_string()))
         kind = "region" if b.sym.module == "fusion" else "call"
         src = b.source.short() if b.source else None
-        g.nodes[nid] = Node(nid, b.sym.qualname, kind, b.executor, src, group, _signature(b, canon))
+        scope = _region_scope(b) if kind == "region" else (b.source.scope if b.source else None)
+        g.nodes[nid] = Node(nid, b.sym.qualname, kind, b.executor, src, group, _signature(b, canon), scope or None)
         for k, p in enumerate(b.outputs):
             producer[p.name] = nid
             canon[p.name] = f"{nid}.{k}"

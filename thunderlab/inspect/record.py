@@ -106,6 +106,17 @@ class CompileRecord:
         return text_diff(sa.program.traces[trace], sb.program.traces[trace],
                          before_name=f"{a} {sa.spec}", after_name=f"{b} {sb.spec}")
 
+    def graph_diff(self, a: int, b: int, trace: str = "forward", *, expand_regions: bool = False):
+        """The calls added, removed and changed in one trace from step ``a`` to step ``b`` (by stable id)."""
+        from .graph import graph_diff
+
+        sa, sb = self.steps[a], self.steps[b]
+        if sa.program is None or sb.program is None:
+            raise ValueError(f"step {a if sa.program is None else b} failed and has no program to compare")
+        if trace not in sa.program.traces or trace not in sb.program.traces:
+            raise ValueError(f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}")
+        return graph_diff(sa.graph(trace, expand_regions=expand_regions), sb.graph(trace, expand_regions=expand_regions))
+
     # views and tools; each lives in its own module and is imported when used
 
     def payload(self):

@@ -2,7 +2,8 @@
 
 ``RecordPayload(record)`` builds it lazily: ``summary()`` is the record with its steps' headers
 only (pass, seconds, symbol counts, verification, error), and ``step(i)`` adds that step's
-traces (program text, graph, diff against the previous step, stats) when first asked for.
+traces (program text, graph, text diff and graph changes against the previous step, stats)
+when first asked for.
 ``to_dict()`` is the whole payload; ``thunderlab/inspect/schema/record-v1.json`` is its schema.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .graph import trace_graph
+from .graph import graph_diff, trace_graph
 from .record import CompileRecord, Step
 
 SCHEMA_ID = "thunderlab.record/v1"
@@ -39,10 +40,9 @@ def jsonable(v: Any, depth: int = 0) -> Any:
     return repr(v)
 
 
-def _graph(trace) -> dict:
-    g = trace_graph(trace, expand_regions=True)
+def _graph(g) -> dict:
     return {"nodes": [{"id": n.id, "label": n.label, "kind": n.kind, "executor": n.executor,
-                       "source": n.source, "group": n.group} for n in g.nodes.values()],
+                       "source": n.source, "group": n.group, "scope": n.scope} for n in g.nodes.values()],
             "edges": [{"src": e.src, "dst": e.dst, "value": e.value, "type": e.type} for e in g.edges]}
 
 
@@ -64,6 +64,13 @@ class RecordPayload:
     def __init__(self, record: CompileRecord):
         self.record = record
         self._traces: dict[int, dict | None] = {}
+        self._graphs: dict[tuple[int, str], object] = {}
+
+    def _graph_of(self, i: int, name: str):
+        key = (i, name)
+        if key not in self._graphs:
+            self._graphs[key] = trace_graph(self.record.steps[i].program.traces[name], expand_regions=True)
+        return self._graphs[key]
 
     def _previous(self, i: int) -> Step | None:
         for s in reversed(self.record.steps[:i]):
@@ -89,11 +96,19 @@ class RecordPayload:
                 prev = self._previous(i)
                 out = {}
                 for name, t in s.program.traces.items():
-                    diff = None
+                    diff = changes = None
+                    g = self._graph_of(i, name)
                     if prev is not None:
-                        diff = self.record.diff(prev.index, i, name) if name in prev.program.traces else \
-                            f"--- {prev.index} {prev.spec}\n+++ {i} {s.spec}\n@@ new trace {name!r} @@\n"
-                    out[name] = {"program": s.python(name), "diff": diff, "graph": _graph(t), "stats": _stats(t)}
+                        if name in prev.program.traces:
+                            diff = self.record.diff(prev.index, i, name)
+                            d = graph_diff(self._graph_of(prev.index, name), g)
+                            changes = {"added": d.added, "removed": d.removed, "changed": d.changed}
+                        else:
+                            diff = f"--- {prev.index} {prev.spec}\n+++ {i} {s.spec}\n@@ new trace {name!r} @@\n"
+                            changes = {"added": [n for n, v in g.nodes.items() if v.kind != "output"],
+                                       "removed": [], "changed": []}
+                    out[name] = {"program": s.python(name), "diff": diff, "graph": _graph(g), "changes": changes,
+                                 "stats": _stats(t)}
                 self._traces[i] = out
         return self._traces[i]
 

@@ -55,6 +55,77 @@ function layoutGraph(graph) {
     height: PAD * 2 + Math.max(0, rows.length * (NODE_H + GAP_Y) - GAP_Y)
   };
 }
+function scopeAt(scope, depth) {
+  if (!scope) return null;
+  const parts = scope.split(".");
+  return parts.length >= depth ? parts.slice(0, depth).join(".") : null;
+}
+function groupOf(n, g) {
+  if (g.by === "regions") return n.group;
+  if (g.by === "modules") return scopeAt(n.scope, g.depth);
+  return null;
+}
+function scopeDepth(graph) {
+  let d = 0;
+  for (const n of graph.nodes) if (n.scope) d = Math.max(d, n.scope.split(".").length);
+  return d;
+}
+function defaultDepth(graph) {
+  const max = scopeDepth(graph);
+  for (let d = 1; d <= max; d++) {
+    const count = /* @__PURE__ */ new Map();
+    for (const n of graph.nodes) {
+      const k = scopeAt(n.scope, d);
+      if (k) count.set(k, (count.get(k) ?? 0) + 1);
+    }
+    if ([...count.values()].filter((c) => c >= 2).length >= 2) return d;
+  }
+  return Math.max(1, max);
+}
+function defaultGrouping(graph) {
+  if (graph.nodes.some((n) => n.group)) return { by: "regions" };
+  if (graph.nodes.some((n) => n.scope)) return { by: "modules", depth: defaultDepth(graph) };
+  return { by: "none" };
+}
+function collapseGroups(graph, grouping, collapsed) {
+  const byId = new Map(graph.nodes.map((n) => [n.id, n]));
+  const rep = (id) => {
+    const n = byId.get(id);
+    const k = n ? groupOf(n, grouping) : null;
+    return k && collapsed.has(k) ? `group:${k}` : id;
+  };
+  const nodes = [];
+  const seen = /* @__PURE__ */ new Map();
+  const members = /* @__PURE__ */ new Map();
+  for (const n of graph.nodes) {
+    const id = rep(n.id);
+    if (id !== n.id) members.set(id, (members.get(id) ?? 0) + 1);
+    if (seen.has(id)) continue;
+    const node = id === n.id ? n : {
+      id,
+      label: "",
+      kind: "region",
+      executor: grouping.by === "regions" ? n.executor : null,
+      source: null,
+      group: null,
+      scope: grouping.by === "modules" ? groupOf(n, grouping) : null
+    };
+    seen.set(id, node);
+    nodes.push(node);
+  }
+  for (const [id, count] of members) seen.get(id).label = `▸ ${id.slice(6)} (${count})`;
+  const edges = [];
+  const dedup = /* @__PURE__ */ new Set();
+  for (const e of graph.edges) {
+    const src = rep(e.src), dst = rep(e.dst);
+    if (src === dst) continue;
+    const key = `${src}\0${dst}\0${e.value}`;
+    if (dedup.has(key)) continue;
+    dedup.add(key);
+    edges.push({ ...e, src, dst });
+  }
+  return { nodes, edges };
+}
 function passName(spec) {
   return spec.trim().replace(/^-/, "").split("{")[0].trim();
 }
@@ -108,7 +179,7 @@ var CSS = `
 .thunderlab .tl-hunk{color:#6f42c1;background:#f3efff}.thunderlab .tl-meta-line{color:#888}
 .thunderlab .tl-graph-wrap{overflow:auto;max-height:640px;border:1px solid #e4e4e4}
 .thunderlab svg.tl-graph text{font:11px ui-monospace,monospace;pointer-events:none}
-.thunderlab svg.tl-graph .tl-group{cursor:pointer}
+.thunderlab svg.tl-graph .tl-group,.thunderlab svg.tl-graph .tl-kind-region{cursor:pointer}
 .thunderlab .tl-muted{color:#888}
 `;
 function header(p, opts) {
@@ -200,24 +271,75 @@ function diffView(diff) {
   }
   return box;
 }
-function graphView(g) {
-  const wrap = h("div", { class: "tl-graph-wrap" });
+var MARK_STROKE = { added: "#1a7f37", changed: "#bf8700" };
+var COLLAPSE_ABOVE = 300;
+function graphView(g, changes) {
+  const wrap = h("div", { class: "tl-graph-view" });
+  const canvas = h("div", { class: "tl-graph-wrap" });
+  let grouping = defaultGrouping(g);
   const collapsed = /* @__PURE__ */ new Set();
+  const names = () => [...new Set(g.nodes.map((n) => groupOf(n, grouping)).filter((k) => !!k))];
+  const collapseAll = () => {
+    collapsed.clear();
+    for (const k of names()) collapsed.add(k);
+  };
+  if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
+  const marks = /* @__PURE__ */ new Map();
+  for (const id of changes?.added ?? []) marks.set(id, "added");
+  for (const id of changes?.changed ?? []) marks.set(id, "changed");
+  const bar = h("div", { class: "tl-bar tl-graph-bar" });
+  const bySel = h(
+    "select",
+    { class: "tl-group-by" },
+    h("option", { value: "regions" }, "group: fusion regions"),
+    h("option", { value: "modules" }, "group: modules"),
+    h("option", { value: "none" }, "group: none")
+  );
+  const maxDepth = scopeDepth(g);
+  if (!maxDepth) bySel.querySelector('option[value="modules"]').setAttribute("disabled", "");
+  const depthSel = h("select", { class: "tl-depth", title: "module depth" });
+  for (let d = 1; d <= maxDepth; d++) depthSel.append(h("option", { value: d }, `depth ${d}`));
+  const collapseBtn = h("button", { class: "tl-collapse-all", type: "button" }, "collapse all");
+  const expandBtn = h("button", { class: "tl-expand-all", type: "button" }, "expand all");
+  const legend = h("span", { class: "tl-muted tl-changes" });
+  if (changes) legend.append(`vs previous step: +${changes.added.length} added, ~${changes.changed.length} changed, −${changes.removed.length} removed`);
+  bar.append(bySel, depthSel, collapseBtn, expandBtn, legend);
+  const sync = () => {
+    bySel.value = grouping.by;
+    depthSel.style.display = grouping.by === "modules" ? "" : "none";
+    if (grouping.by === "modules") depthSel.value = String(grouping.depth);
+  };
+  bySel.addEventListener("change", () => {
+    const by = bySel.value;
+    grouping = by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" };
+    collapsed.clear();
+    if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
+    sync();
+    draw();
+  });
+  depthSel.addEventListener("change", () => {
+    grouping = { by: "modules", depth: Number(depthSel.value) };
+    collapsed.clear();
+    if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
+    draw();
+  });
+  collapseBtn.addEventListener("click", () => {
+    collapseAll();
+    draw();
+  });
+  expandBtn.addEventListener("click", () => {
+    collapsed.clear();
+    draw();
+  });
   const draw = () => {
-    const rep = (id) => {
-      const n = byId.get(id);
-      return n && n.group && collapsed.has(n.group) ? `group:${n.group}` : id;
-    };
-    const nodes = [];
-    const seen = /* @__PURE__ */ new Set();
+    const shown = collapseGroups(g, grouping, collapsed);
+    const nodeMarks = new Map(marks);
     for (const n of g.nodes) {
-      const id = rep(n.id);
-      if (seen.has(id)) continue;
-      seen.add(id);
-      nodes.push(id === n.id ? n : { id, label: `▸ ${n.group}`, kind: "region", executor: n.executor, source: null, group: null });
+      const k = groupOf(n, grouping);
+      if (k && collapsed.has(k) && marks.has(n.id) && !nodeMarks.has(`group:${k}`)) nodeMarks.set(`group:${k}`, "changed");
     }
-    const edges = g.edges.map((e) => ({ ...e, src: rep(e.src), dst: rep(e.dst) })).filter((e) => e.src !== e.dst);
-    const lay = layoutGraph({ nodes, edges });
+    const nodes = shown.nodes, edges = shown.edges;
+    const lay = layoutGraph(shown);
     const svg = s("svg", { class: "tl-graph", xmlns: SVG, width: lay.width, height: lay.height, viewBox: `0 0 ${lay.width} ${lay.height}` });
     svg.append(s("defs", {}, s(
       "marker",
@@ -225,16 +347,19 @@ function graphView(g) {
       s("path", { d: "M0,0 L8,4 L0,8 z", fill: "#888" })
     )));
     const groups = /* @__PURE__ */ new Map();
-    for (const n of nodes) if (n.group) {
-      const pos = lay.positions.get(n.id);
-      (groups.get(n.group) ?? groups.set(n.group, []).get(n.group)).push(pos);
+    for (const n of nodes) {
+      const k = n.id.startsWith("group:") ? null : groupOf(n, grouping);
+      if (k) {
+        const pos = lay.positions.get(n.id);
+        (groups.get(k) ?? groups.set(k, []).get(k)).push(pos);
+      }
     }
     for (const [name, ps] of groups) {
       const x0 = Math.min(...ps.map((p) => p.x)) - 6, y0 = Math.min(...ps.map((p) => p.y)) - 14;
       const x1 = Math.max(...ps.map((p) => p.x)) + NODE_W + 6, y1 = Math.max(...ps.map((p) => p.y)) + NODE_H + 6;
       const box = s(
         "g",
-        { class: "tl-group" },
+        { class: "tl-group", "data-group": name },
         s("title", {}, `${name} (click to collapse)`),
         s("rect", { x: x0, y: y0, width: x1 - x0, height: y1 - y0, rx: 6, fill: "rgba(120,120,200,0.05)", stroke: "#7a7ac0", "stroke-dasharray": "5,3" }),
         s("text", { x: x0 + 4, y: y0 + 10, fill: "#55559a" }, name)
@@ -258,10 +383,11 @@ function graphView(g) {
     for (const n of nodes) {
       const p = lay.positions.get(n.id);
       const label = n.label.length > 22 ? n.label.slice(0, 21) + "…" : n.label;
+      const mark = nodeMarks.get(n.id);
       const node = s(
         "g",
-        { class: `tl-node tl-kind-${n.kind}` },
-        s("title", {}, [n.label, n.executor && `executor: ${n.executor}`, n.source].filter(Boolean).join("\n")),
+        { class: `tl-node tl-kind-${n.kind}${mark ? ` tl-mark-${mark}` : ""}`, "data-id": n.id },
+        s("title", {}, [n.label, n.executor && `executor: ${n.executor}`, n.scope && `module: ${n.scope}`, n.source, mark && `${mark} by this step`].filter(Boolean).join("\n")),
         s("rect", {
           x: p.x,
           y: p.y,
@@ -269,7 +395,8 @@ function graphView(g) {
           height: NODE_H,
           rx: n.kind === "call" || n.kind === "region" ? 4 : 13,
           fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor),
-          stroke: "#666"
+          stroke: mark ? MARK_STROKE[mark] : "#666",
+          "stroke-width": mark ? 2.5 : 1
         }),
         s("text", { x: p.x + NODE_W / 2, y: p.y + NODE_H / 2 + 4, "text-anchor": "middle" }, label)
       );
@@ -279,10 +406,11 @@ function graphView(g) {
       });
       svg.append(node);
     }
-    wrap.replaceChildren(svg);
+    canvas.replaceChildren(svg);
   };
-  const byId = new Map(g.nodes.map((n) => [n.id, n]));
+  sync();
   draw();
+  wrap.append(bar, canvas);
   return wrap;
 }
 function timingsView(p) {
@@ -366,7 +494,7 @@ function stepDetail(root, p, st) {
     ));
     if (state.pane === "Program") box.append(h("pre", { class: "tl-program" }, t.program));
     else if (state.pane === "Diff") box.append(diffView(t.diff));
-    else box.append(graphView(t.graph));
+    else box.append(graphView(t.graph, t.changes));
   };
   paint();
   return box;
