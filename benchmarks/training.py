@@ -5,8 +5,11 @@ each on its own deep copy of the module (same weights, same input; eval() as the
   * eager          the module itself;
   * torch.compile  torch.compile(model), default inductor backend (TORCHINDUCTOR_CACHE_DIR defaults to a folder
                    under /tmp; its first step is slow when that cache is cold, fast when warm);
-  * thunderlab     thunderlab.jit(model), pipeline "dce,cse,autodiff,remat,claim,del" (the default);
-  * tl_no_remat    thunderlab.jit(model, pipeline="dce,cse,autodiff,claim,del").
+  * thunderlab     thunderlab.jit(model), pipeline "dce,cse,autodiff,remat,claim{executors=torch},del": the torch
+                   executor, remat deciding for itself (recompute=auto: with no fusion after it, only views);
+  * tl_no_remat    the same without remat;
+  * tl_remat_all   remat{recompute=all}: every cheap op recomputed (least memory; each recomputed op is one
+                   more kernel on the torch executor, which a fusing executor would fold into its kernels).
 A step: loss = f(x).pow(2).mean(); loss.backward(); model.zero_grad(set_to_none=True). Each variant's first step
 (compilation) is timed, then it is warmed up (--warmup steps and at least 1 s); then --iters rounds time one step
 of every variant in turn (interleaved, so drift hits all alike). Reported: median (and min) per variant, ratios
@@ -53,8 +56,9 @@ from thunderlab.examples import EXAMPLES  # noqa: E402
 VARIANTS = {
     "eager": lambda m: m,
     "torch.compile": lambda m: torch.compile(m),
-    "thunderlab": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim,del"),
-    "tl_no_remat": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,claim,del"),
+    "thunderlab": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del"),
+    "tl_no_remat": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,claim{executors=torch},del"),
+    "tl_remat_all": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat{recompute=all},claim{executors=torch},del"),
 }
 
 
@@ -109,8 +113,9 @@ def record_notes(jfn):
         if s.spec == "autodiff":
             r["autodiff_saved_bytes"] = s.notes.get("saved_bytes")
             r["autodiff_saved_count"] = len(s.notes.get("saved", []))
-        if s.spec == "remat":
-            for k in ("saved_bytes_before", "saved_bytes_after", "saved_before", "saved_after", "recomputed"):
+        if s.spec.startswith("remat"):
+            for k in ("saved_bytes_before", "saved_bytes_after", "saved_before", "saved_after", "recomputed",
+                      "recompute", "why"):
                 r[f"remat_{k}"] = s.notes.get(k)
     return r
 
@@ -146,7 +151,7 @@ def measure(name, iters, warmup, device):
             r["saved_hook"] = hook_saved(fn, model, x)
             g = grads(fn, model, x)
             r["max_grad_err"] = max((g[k] - ref[k]).abs().max().item() for k in ref)
-            if vname in ("thunderlab", "tl_no_remat"):
+            if vname == "thunderlab" or vname.startswith("tl_"):
                 r["record"] = record_notes(fn)
             if device == "cuda":
                 torch.cuda.reset_peak_memory_stats()

@@ -1,4 +1,6 @@
 """Training: autodiff and remat as passes, gradients equal to eager, optimizers work unchanged."""
+import copy
+
 import pytest
 import torch
 
@@ -95,10 +97,45 @@ def test_backward_symbols_link_to_the_forward_symbols_they_differentiate():
 
 
 def test_remat_reduces_saved_bytes_and_reports_them():
-    rec = _training_record()
-    notes = next(s for s in rec.steps if s.spec == "remat").notes
+    rec = _training_record("dce,cse,autodiff,remat{recompute=all},claim,del")
+    notes = next(s for s in rec.steps if s.spec.startswith("remat")).notes
     assert notes["saved_bytes_after"] < notes["saved_bytes_before"]
     assert notes["recomputed"] > 0
+    assert notes["recompute"] == "all"
+
+
+@pytest.mark.parametrize("pipeline,policy,why", [
+    ("dce,cse,autodiff,remat,claim,del", "views", "no fuse pass follows"),
+    ("dce,cse,autodiff,remat,claim{executors=torch},fuse,del", "views", "no fusion executor is available among torch"),
+    ("dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del", "all", "inductor can fuse"),
+])
+def test_remat_auto_recomputes_only_views_unless_a_fusion_executor_follows(pipeline, policy, why):
+    rec = _training_record(pipeline)
+    step = next(s for s in rec.steps if s.spec == "remat")
+    assert step.notes["recompute"] == policy and why in step.notes["why"]
+    recomputed = [b for b in step.program.traces["backward"].bound_symbols if b.origin == "remat"]
+    assert step.notes["recomputed"] == len(recomputed)
+    if policy == "views":
+        from thunderlab.passes.remat import VIEWS
+
+        assert all(b.sym.name in VIEWS for b in recomputed)
+
+
+def test_rerun_does_not_reuse_a_remat_step_decided_for_other_passes_after_it():
+    rec = _training_record("dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del")
+    assert next(s for s in rec.steps if s.spec == "remat").notes["recompute"] == "all"
+    same = rec.rerun("dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse{max_size=64},del")
+    assert same.reused == 5  # remat would decide alike: reused with everything before the changed fuse
+    other = rec.rerun("dce,cse,autodiff,remat,claim{executors=inductor+torch},del")  # no fuse any more
+    assert other.reused == 3
+    assert next(s for s in other.steps if s.spec == "remat").notes["recompute"] == "views"
+
+
+def test_remat_rejects_an_unknown_policy():
+    from thunderlab.passes import PipelineError
+
+    with pytest.raises(PipelineError, match="remat: recompute='some'; valid: auto, all, views"):
+        thunderlab.jit(torch.nn.Linear(2, 2), pipeline="dce,autodiff,remat{recompute=some},claim")(torch.randn(1, 2))
 
 
 def test_pipeline_without_autodiff_still_trains_through_torch_autograd():
@@ -132,3 +169,27 @@ def test_opaque_op_gradient_through_eager_fallback():
     thunderlab.jit(f)(x).backward()
     f(x_ref).backward()
     torch.testing.assert_close(x.grad, x_ref.grad)
+
+
+def test_layer_norm_and_attention_keep_their_statistics_for_backward():
+    """The forward runs the kernels that return mean/rstd and log-sum-exp; backward reads them."""
+    from thunderlab.examples import EXAMPLES
+
+    model, (x,) = EXAMPLES["nanogpt_block"]()
+    ref = copy.deepcopy(model)
+    j = thunderlab.jit(model)
+    j(x).pow(2).mean().backward()
+    ref(x).pow(2).mean().backward()
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=n)
+    rec = thunderlab.last_record(j)
+    step = next(s for s in rec.steps if s.spec == "autodiff")
+    fw = [b.sym.qualname for b in step.program.forward.bound_symbols]
+    bw = [b.sym.qualname for b in rec.program.traces["backward"].bound_symbols]
+    assert fw.count("ltorch.native_layer_norm") == 2 and "ltorch.sdpa_cpu" in fw
+    assert "ltorch.layer_norm_backward_saved" in bw and "ltorch.sdpa_cpu_backward" in bw
+    assert not {"ltorch.layer_norm", "ltorch.native_layer_norm", "ltorch.sdpa_cpu", "ltorch.sdpa_backward"} & set(bw)
+    # the variant keeps the call's id: the view still follows layer_norm from capture to here
+    captured = {b.id: b.sym.qualname for b in rec.steps[0].program.forward.bound_symbols}
+    norms = [b for b in step.program.forward.bound_symbols if b.sym.name == "native_layer_norm"]
+    assert all(captured[b.id] == "ltorch.layer_norm" for b in norms)

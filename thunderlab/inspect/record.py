@@ -39,6 +39,7 @@ class Step:
     error: str | None = None
     notes: dict[str, Any] = field(default_factory=dict)  # per-pass facts, e.g. claim's declines
     pass_type: Any = field(default=None, repr=False)  # the Pass class that ran (re-runs reuse a step only for the same class)
+    resolved: str | None = field(default=None, repr=False)  # the pass as it ran, "auto" options decided (see Pass.in_pipeline)
 
     @property
     def ms(self) -> float:

@@ -8,6 +8,7 @@ claimed and is timed like any other call.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
@@ -201,6 +202,102 @@ def _(b, g):
         return NotImplemented
     back = softmax_backward if b.sym.name == "softmax" else log_softmax_backward
     return [(a, back(g, b.output, dim % max(a.ndim, 1), a.dtype))]
+
+
+# -- forwards that keep what their backward kernel needs -----------------------------------------
+# A kept-whole layer norm or attention can run as the kernel eager autograd runs, which also
+# returns its statistics (mean and 1/std; the log-sum-exp); backward then reads them instead of
+# computing the forward a second time. ``autodiff`` swaps a call that needs a gradient for its
+# variant here: ``RESIDUALS[qualname](b)`` records the variant's call (its first output stands
+# for ``b``'s) or returns NotImplemented to keep ``b`` as it is.
+RESIDUALS: dict[str, Callable] = {}
+
+
+def residuals(*qualnames: str):
+    def deco(fn):
+        for q in qualnames:
+            RESIDUALS[q] = fn
+        return fn
+    return deco
+
+
+def _native_layer_norm(a, normalized_shape, weight, bias, eps):
+    return tuple(aten.native_layer_norm(a, list(normalized_shape), weight, bias, eps))
+
+
+def _layer_norm_backward_saved(g, a, normalized_shape, mean, rstd, weight, bias):
+    mask = [True, weight is not None, bias is not None]
+    return tuple(aten.native_layer_norm_backward(g, a, list(normalized_shape), mean, rstd, weight, bias, mask))
+
+
+def _layer_norm_backward_saved_meta(g, a, normalized_shape, mean, rstd, weight, bias):
+    return _layer_norm_backward_meta(g, a, normalized_shape, weight, bias, 0.0)
+
+
+def _sdpa_cpu(q, k, v, is_causal, attn_mask, scale):
+    return tuple(aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale))
+
+
+def _sdpa_cpu_backward(g, q, k, v, out, lse, is_causal, attn_mask, scale):
+    return tuple(aten._scaled_dot_product_flash_attention_for_cpu_backward(
+        g, q, k, v, out, lse, 0.0, is_causal, attn_mask=attn_mask, scale=scale))
+
+
+def _sdpa_cpu_backward_meta(g, q, k, v, out, lse, is_causal, attn_mask, scale):
+    return tuple(_new(t.shape, t.dtype, t.device, [g, t]) for t in (q, k, v))
+
+
+native_layer_norm = backward_symbol("native_layer_norm", _native_layer_norm)
+layer_norm_backward_saved = backward_symbol("layer_norm_backward_saved", _layer_norm_backward_saved,
+                                            _layer_norm_backward_saved_meta)
+sdpa_cpu = backward_symbol("sdpa_cpu", _sdpa_cpu)
+sdpa_cpu_backward = backward_symbol("sdpa_cpu_backward", _sdpa_cpu_backward, _sdpa_cpu_backward_meta)
+
+
+@residuals("ltorch.layer_norm")
+def _(b):
+    a, shape = b.args[:2]
+    weight, bias, eps = _arg(b, 2, "weight"), _arg(b, 3, "bias"), _arg(b, 4, "eps", 1e-5)
+    return native_layer_norm(a, tuple(shape), weight, bias, eps)
+
+
+@vjp("ltorch.native_layer_norm")
+def _(b, g):
+    g_out, g_mean, g_rstd = g
+    if g_mean is not None or g_rstd is not None:
+        return NotImplemented  # the statistics are used as values: differentiate the decomposition
+    a, shape, weight, bias = b.args[:4]
+    _, mean, rstd = b.output
+    ga, gw, gb = layer_norm_backward_saved(g_out, a, tuple(shape), mean, rstd, weight, bias)
+    return [(a, ga), (weight, gw), (bias, gb)]
+
+
+def _sdpa_params(b) -> dict:
+    names = ["q", "k", "v", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+    p = dict(zip(names, b.args))
+    p.update(b.kwargs)
+    return p
+
+
+@residuals("ltorch.scaled_dot_product_attention")
+def _(b):
+    p = _sdpa_params(b)
+    q, k, v, mask = p["q"], p["k"], p["v"], p.get("attn_mask")
+    if (q.device.type != "cpu" or p.get("dropout_p", 0.0) or p.get("enable_gqa", False)
+            or not q.ndim == k.ndim == v.ndim == 4 or (_is_t(mask) and (mask.requires_grad or mask.dtype == torch.bool))):
+        return NotImplemented  # the CPU flash kernel's conditions; otherwise backward recomputes
+    return sdpa_cpu(q, k, v, bool(p.get("is_causal", False)), mask, p.get("scale"))
+
+
+@vjp("ltorch.sdpa_cpu")
+def _(b, g):
+    g_out, g_lse = g
+    if g_lse is not None:
+        return NotImplemented
+    q, k, v, is_causal, mask, scale = b.args
+    out, lse = b.output
+    gq, gk, gv = sdpa_cpu_backward(g_out, q, k, v, out, lse, is_causal, mask, scale)
+    return [(q, gq), (k, gk), (v, gv)]
 
 
 @vjp("ltorch.layer_norm")

@@ -9,8 +9,10 @@ from thunderlab.core.symbols import BoundSymbol, proxies_in, tree_flatten
 from thunderlab.core.trace import Trace
 from thunderlab.ops import prims
 from thunderlab.ops.vjp import VJP, eager_rule
+from thunderlab.ops.vjp_torch import RESIDUALS
 
 from .base import Pass, register_pass
+from .dce import dce_trace
 
 
 def _differentiable(p) -> bool:
@@ -122,12 +124,43 @@ def _backprop(bw: Trace, bsyms, needs, grads) -> None:
                 grads[p.name] = gp if prev is None else prims.add(prev, gp)
 
 
+def _with_residuals(work: Trace, bsyms, needs: set[str]) -> list[BoundSymbol]:
+    """Swap calls that need a gradient for their variants that also return what backward needs.
+
+    The variant keeps the call's id, source and output (its extra outputs are new values), so
+    the forward reads as before with the statistics added; see ``vjp_torch.RESIDUALS``.
+    """
+    needs = set(needs)
+    out = []
+    for b in bsyms:
+        wants = any(p.name in needs for p in b.inputs)
+        make = RESIDUALS.get(b.sym.qualname) if wants and isinstance(b.output, TensorProxy) else None
+        if wants:
+            needs.update(p.name for p in b.outputs if _differentiable(p))
+        if make is not None:
+            start = len(work.bound_symbols)
+            with work.active(), work.source(b.source):
+                made = make(b)
+            recorded = work.bound_symbols[start:]
+            del work.bound_symbols[start:]
+            if made is not NotImplemented and len(recorded) == 1:
+                v = recorded[0]
+                out.append(v.replace(output=(b.output, *v.output[1:]), id=b.id))
+                continue
+        out.append(b)
+    return out
+
+
 def split(trace: Trace) -> tuple[Trace, Trace] | None:
     """(forward, backward) for ``trace``, or None when no input requires grad."""
     needs = {p.name for p in trace.tensor_inputs() if p.requires_grad and _differentiable(p)}
     if not needs:
         return None
-    fwd_bsyms = _expand(trace.bound_symbols, set(needs))
+    trace = trace.derive(bound_symbols=list(trace.bound_symbols))  # new names go here, not into the input
+    scratch = trace.derive(bound_symbols=[])
+    fwd_bsyms = _with_residuals(scratch, _expand(trace.bound_symbols, set(needs)), needs)
+    trace._names |= scratch._names
+    trace._counter = max(trace._counter, scratch._counter)
     needs_all = _propagate(fwd_bsyms, needs)
     bw = trace.derive(name="backward", inputs=[], bound_symbols=[], output=None)
     grads: dict[str, TensorProxy] = {}
@@ -143,6 +176,9 @@ def split(trace: Trace) -> tuple[Trace, Trace] | None:
     with bw.active():
         _backprop(bw, fwd_bsyms, needs_all, grads)
     bw.output = tuple(grads.get(p.name) if p.name in needs else None for p in trace.tensor_inputs())
+    # a rule computes the gradients of all its differentiable arguments; those of values that
+    # need none (a buffer, a constant table) are dropped here, and with them what they would save
+    bw.bound_symbols = dce_trace(bw).bound_symbols
     defined = {p.name for b in bw.bound_symbols for p in b.outputs} | {g.name for g in grad_inputs}
     saved, names = [], set()
     for v in [p for b in bw.bound_symbols for p in b.inputs] + [p for p in tree_flatten(bw.output) if isinstance(p, TensorProxy)]:

@@ -36,6 +36,15 @@ class Pass:
         """Facts about what this pass did, for the record (derived, never stored by the pass)."""
         return {}
 
+    def in_pipeline(self, following: tuple["PassSpec", ...]) -> "Pass":
+        """This pass as it runs with ``following`` after it in a pipeline.
+
+        Itself, unless an option set to "auto" is decided by what comes later (remat asks
+        whether a fusing executor will run what it recomputes). The runner calls it, records
+        the result with the step, and reuses the step in a re-run only if it comes out the same.
+        """
+        return self
+
     @classmethod
     def summary(cls) -> str:
         return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""

@@ -1,7 +1,7 @@
 """remat: choose what forward saves for backward and what backward recomputes (a min-cut)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 from networkx.algorithms.flow import boykov_kolmogorov
@@ -11,7 +11,7 @@ from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, next_id
 
 from .autodiff import saved_bytes
-from .base import Pass, register_pass
+from .base import Pass, PipelineError, register_pass
 from .dce import dce_trace
 
 # recomputing these costs real work; they are computed once, in forward
@@ -19,16 +19,49 @@ EXPENSIVE = {"matmul", "linear", "mm", "bmm", "addmm", "baddbmm", "convolution",
              "scaled_dot_product_attention", "einsum", "eager_vjp"}
 
 
-def recomputable(b: BoundSymbol) -> bool:
+# these only re-describe memory (shape, strides, a slice of it): recomputing them moves no data
+VIEWS = {"reshape", "view", "view_as", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute", "t",
+         "expand", "expand_as", "broadcast_to", "broadcast_in_dim", "slice", "getitem", "split", "chunk",
+         "split_with_sizes", "narrow", "select", "unbind"}
+
+POLICIES = ("auto", "all", "views")
+
+
+def recomputable(b: BoundSymbol, policy: str = "all") -> bool:
     s = b.sym
-    return not (s.random or s.side_effect or s.module == "torch" or s.name in EXPENSIVE or s.name == "python_del")
+    if s.random or s.side_effect or s.module == "torch" or s.name in EXPENSIVE or s.name == "python_del":
+        return False
+    return policy == "all" or s.name in VIEWS
+
+
+def auto_policy(following) -> tuple[str, str]:
+    """("all" or "views", why) for the passes after remat in a pipeline.
+
+    Recomputing a pointwise op costs nothing extra when a fusion executor folds it into the
+    kernel that needs it; run alone (the torch executor) it is one more kernel per op. So
+    everything cheap is recomputed only when a ``fuse`` pass follows with a fusion executor
+    available to its ``claim``; otherwise only views are.
+    """
+    from thunderlab.executors import default_order
+    from thunderlab.executors.base import EXECUTORS
+
+    names = [s.name for s in following]
+    if "fuse" not in names:
+        return "views", "no fuse pass follows: recomputed ops would run one kernel each"
+    claim = next((s for s in following if s.name == "claim"), None)
+    given = dict(claim.options).get("executors") if claim is not None else None
+    executors = [n for n in given.split("+") if n] if given else list(default_order())
+    fusing = [n for n in executors if n in EXECUTORS and EXECUTORS[n].fusion and EXECUTORS[n].available()[0]]
+    if fusing:
+        return "all", f"fuse follows and {fusing[0]} can fuse what is recomputed"
+    return "views", f"fuse follows but no fusion executor is available among {'+'.join(executors) or 'none'}"
 
 
 def _bytes(p: TensorProxy) -> int:
     return p.numel() * p.dtype.itemsize
 
 
-def plan(forward, saved: list[TensorProxy]) -> tuple[list[TensorProxy], list[BoundSymbol]]:
+def plan(forward, saved: list[TensorProxy], policy: str = "all") -> tuple[list[TensorProxy], list[BoundSymbol]]:
     """(values to save, forward calls to recompute in backward, in forward order)."""
     if not saved:  # backward needs only the incoming gradients
         return [], []
@@ -41,7 +74,7 @@ def plan(forward, saved: list[TensorProxy]) -> tuple[list[TensorProxy], list[Bou
         for o in b.outputs:
             producer[o.name] = b
             g.add_edge(f"{o.name}:in", f"{o.name}:out", capacity=_bytes(o))
-            if not recomputable(b):
+            if not recomputable(b, policy):
                 g.add_edge("source", f"{o.name}:in")
             for i in b.inputs:
                 g.add_edge(f"{i.name}:out", f"{o.name}:in")
@@ -82,15 +115,31 @@ class Remat(Pass):
 
     name = "remat"
     requires = ("autodiff",)
+    # what backward may recompute: "all" cheap ops, only "views", or "auto": all when a fusion
+    # executor will fuse them (a fuse pass follows), else views
+    recompute: str = "auto"
+
+    def __post_init__(self):
+        if self.recompute not in POLICIES:
+            raise PipelineError(f"remat: recompute={self.recompute!r}; valid: {', '.join(POLICIES)}")
+
+    def in_pipeline(self, following) -> "Remat":
+        if self.recompute != "auto":
+            return self
+        policy, why = auto_policy(following)
+        resolved = replace(self, recompute=policy)
+        object.__setattr__(resolved, "_why", f"auto: {why}")  # for the record; not an option
+        return resolved
 
     def __call__(self, program: Program) -> Program:
         if "backward" not in program.traces:
             return program
+        policy = "all" if self.recompute == "auto" else self.recompute  # outside a pipeline: no context
         fw, bw = program.forward, program.traces["backward"]
         out, saved = fw.output
         saved = list(saved)
         n_saved = len(saved)
-        new_saved, recompute = plan(fw, saved)
+        new_saved, recompute = plan(fw, saved, policy)
         grads = bw.inputs[n_saved:]
         moved = [b.replace(id=next_id(), derived_from=b.id, origin=None) for b in recompute]
         new_bw = bw.derive(inputs=list(new_saved) + list(grads), bound_symbols=moved + list(bw.bound_symbols))
@@ -102,6 +151,7 @@ class Remat(Pass):
             return {}
         b0, b1 = before.forward.output[1], after.forward.output[1]
         recomputed = sum(1 for b in after.traces["backward"].bound_symbols if b.origin == "remat")
+        policy = "all" if self.recompute == "auto" else self.recompute
         return {"saved_bytes_before": saved_bytes(b0), "saved_bytes_after": saved_bytes(b1),
-                "saved_before": len(b0), "saved_after": len(b1), "recomputed": recomputed}
-
+                "saved_before": len(b0), "saved_after": len(b1), "recomputed": recomputed,
+                "recompute": policy, "why": getattr(self, "_why", "") or f"recompute={self.recompute}"}

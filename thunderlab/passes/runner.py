@@ -113,9 +113,10 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
     steps: list[Step] = []
     current = program
     checked = {b.meta_key(): b for t in program for b in t.bound_symbols}  # verified at its own step
-    for offset, spec in enumerate(pipeline.enabled()):
+    specs = pipeline.enabled()
+    for offset, spec in enumerate(specs):
         index = first_index + offset
-        p = spec.instantiate()
+        p = spec.instantiate().in_pipeline(tuple(specs[offset + 1:]))
         before = current.count()
         t0 = time.perf_counter()
         try:
@@ -135,7 +136,7 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
         _mark_origins(current, nxt, spec.name)
         ver = verify(nxt, inputs, reference, checked)
         step = Step(index, str(spec), seconds, nxt, before, nxt.count(), ver, notes=p.describe(current, nxt),
-                    pass_type=type(p))
+                    pass_type=type(p), resolved=repr(p))
         steps.append(step)
         if observer:
             observer(step)

@@ -144,9 +144,20 @@ def reusable_prefix(record: CompileRecord, pipeline: Pipeline) -> int:
     specs, old = pipeline.enabled(), record.steps[1:]
     k = 0
     while (k < len(specs) and k < len(old) and old[k].error is None and old[k].program is not None
-           and str(specs[k]) == old[k].spec and old[k].pass_type is REGISTRY.get(specs[k].name)):
+           and str(specs[k]) == old[k].spec and old[k].pass_type is REGISTRY.get(specs[k].name)
+           and _resolves_alike(specs, k, old[k])):
         k += 1
     return k
+
+
+def _resolves_alike(specs, k: int, step) -> bool:
+    """Whether pass ``k`` would run as it did, given the passes now after it (see ``Pass.in_pipeline``)."""
+    if step.resolved is None:
+        return True
+    try:
+        return repr(specs[k].instantiate().in_pipeline(tuple(specs[k + 1:]))) == step.resolved
+    except Exception:  # a spec that no longer instantiates is re-run, and reports its error there
+        return False
 
 
 def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) -> CompileRecord:
