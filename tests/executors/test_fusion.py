@@ -134,6 +134,23 @@ def test_tiered_region_switches_and_timings_are_kept():
             assert 0 < s["min_s"] <= s["median_s"]
 
 
+def test_tiered_compiles_start_only_after_the_first_call_returns(monkeypatch):
+    """No compile competes with the call that triggers it: they are queued until it returns."""
+    import thunderlab.executors.region as region
+    import thunderlab.runtime.compiled as compiled
+
+    events = []
+    real_start, real_pending = region.RegionRunner._start, compiled.start_pending
+    monkeypatch.setattr(region.RegionRunner, "_start", lambda self, args: (events.append(self.name), real_start(self, args)))
+    monkeypatch.setattr(compiled, "start_pending", lambda: (events.append("returned"), real_pending()))
+    j = thunderlab.jit(f_split, pipeline=PIPE, tiered=True)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    torch.testing.assert_close(j(x, w), f_split(x, w))  # the regions ran on torch
+    assert events[0] == "returned" and sorted(events[1:]) == ["testfuse0", "testfuse1"]
+    assert thunderlab.last_record(j).wait(30)
+    torch.testing.assert_close(j(x, w), f_split(x, w))
+
+
 def test_synchronous_compile():
     x, w = torch.randn(4, 4), torch.randn(4, 4)
     _, rec = _run(f_split, x, w, tiered=False)

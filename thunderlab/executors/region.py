@@ -16,6 +16,22 @@ PROFILING = threading.Event()
 _pool_lock = threading.Lock()
 
 
+# regions whose first (torch) call ran and whose compile waits for the program call to return
+_PENDING: list["RegionRunner"] = []
+
+
+def start_pending() -> None:
+    """Start the background compiles of the regions that ran for the first time in the call just made.
+
+    The runtime calls this once a compiled program has returned, so that a compile competing
+    for the interpreter never slows the call that triggered it (the tiered first call costs
+    what the torch executor's does).
+    """
+    while _PENDING:
+        r = _PENDING.pop()
+        r._start_pending()
+
+
 def background() -> ThreadPoolExecutor:
     """One worker: fused kernels compile one after another, off the calling thread."""
     global _pool
@@ -47,6 +63,7 @@ class RegionRunner:
         self._compile = compile
         self._tiered = tiered
         self._started = False
+        self._pending: tuple | None = None  # the first call's inputs, until its compile starts
         self.ready = threading.Event()
 
     def _start(self, args) -> None:
@@ -74,17 +91,27 @@ class RegionRunner:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the fused version is built (or failed); True if it is ready. Compiling starts at the first call."""
+        self._start_pending()
         return self._started and self.ready.wait(timeout)
 
     def __call__(self, *args):
         if not self._started:
             if self._tiered:
-                # the first call runs with torch before the compile starts, so it costs what torch costs
-                out = self._run(args)
+                if self._pending is None:
+                    # the first call runs with torch; the compile starts when the program call returns
+                    out = self._run(args)
+                    self._pending = args
+                    _PENDING.append(self)
+                    return out
+                self._start_pending()  # called again before the program returned (or outside one)
+            else:
                 self._start(args)
-                return out
-            self._start(args)
         return self._run(args)
+
+    def _start_pending(self) -> None:
+        if not self._started and self._pending is not None:
+            args, self._pending = self._pending, None
+            self._start(args)
 
     def _run(self, args):
         if PROFILING.is_set():

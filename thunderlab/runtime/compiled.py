@@ -10,6 +10,7 @@ import torch
 from thunderlab.core.program import Program
 from thunderlab.core.trace import Trace
 from thunderlab.executors.base import bind
+from thunderlab.executors.region import _PENDING, start_pending
 from thunderlab.inspect.record import CompileRecord, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import verify
@@ -84,7 +85,10 @@ class CompiledGraph:
             entry = self.compile(args, key)
         else:
             self.hits += 1
-        return entry.fn(*args, *entry.lifted)
+        out = entry.fn(*args, *entry.lifted)
+        if _PENDING:  # regions that ran for the first time: their fused kernels compile from now on
+            start_pending()
+        return out
 
     def compile(self, args, key) -> _Entry:
         record = CompileRecord(self.name, [describe_input(a) for a in args], self.options.pipeline,
