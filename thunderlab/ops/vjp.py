@@ -22,18 +22,23 @@ from thunderlab.core.trace import current_trace
 from . import prims
 from . import torch_ops as lt
 
+def rule_table(table: dict[str, Callable], what: str):
+    """A decorator factory that files a function in ``table`` under each symbol name given."""
+
+    def register(*qualnames: str):
+        def deco(fn):
+            for q in qualnames:
+                table[q] = fn
+            return fn
+
+        return deco
+
+    register.__doc__ = f"Register {what} for the named symbols."
+    return register
+
+
 VJP: dict[str, Callable] = {}
-
-
-def vjp(*qualnames: str):
-    """Register a derivative rule for the named symbols."""
-
-    def deco(fn):
-        for q in qualnames:
-            VJP[q] = fn
-        return fn
-
-    return deco
+vjp = rule_table(VJP, "a derivative rule")
 
 
 def has_rule(b: BoundSymbol) -> bool:

@@ -17,7 +17,7 @@ from thunderlab.core.symbols import Symbol
 
 from . import torch_ops as lt
 from .prims import TraceError, _new, torch_meta
-from .vjp import VJP, sum_to, vjp
+from .vjp import VJP, rule_table, sum_to, vjp
 
 aten = torch.ops.aten
 
@@ -211,14 +211,7 @@ def _(b, g):
 # variant here: ``RESIDUALS[qualname](b)`` records the variant's call (its first output stands
 # for ``b``'s) or returns NotImplemented to keep ``b`` as it is.
 RESIDUALS: dict[str, Callable] = {}
-
-
-def residuals(*qualnames: str):
-    def deco(fn):
-        for q in qualnames:
-            RESIDUALS[q] = fn
-        return fn
-    return deco
+residuals = rule_table(RESIDUALS, "a forward variant with residuals")
 
 
 def _native_layer_norm(a, normalized_shape, weight, bias, eps):
