@@ -1,10 +1,12 @@
 """Training step (forward + backward) time and saved-for-backward memory: eager, torch.compile, thunderlab.
 
-For each model in --models (thunderlab.examples.EXAMPLES keys; default nanogpt_block,llama_block), four variants,
+For each model in --models (thunderlab.examples.EXAMPLES keys; default nanogpt_block,llama_block), these variants,
 each on its own deep copy of the module (same weights, same input; eval() as the examples return it: dropout p=0):
   * eager          the module itself;
   * torch.compile  torch.compile(model), default inductor backend (TORCHINDUCTOR_CACHE_DIR defaults to a folder
                    under /tmp; its first step is slow when that cache is cold, fast when warm);
+  * dynamo_passthrough  torch.compile with a backend returning the captured graph unchanged: eager autograd
+                   behind TorchDynamo, i.e. what capturing alone costs per step (thunderlab captures the same way);
   * thunderlab     thunderlab.jit(model), pipeline "dce,cse,autodiff,remat,claim{executors=torch},del": the torch
                    executor, remat deciding for itself (recompute=auto: with no fusion after it, only views);
   * tl_no_remat    the same without remat;
@@ -56,6 +58,8 @@ from thunderlab.examples import EXAMPLES  # noqa: E402
 VARIANTS = {
     "eager": lambda m: m,
     "torch.compile": lambda m: torch.compile(m),
+    # TorchDynamo with a backend that runs the captured graph as it is (eager autograd): the capture's own cost
+    "dynamo_passthrough": lambda m: torch.compile(m, backend=lambda gm, example_inputs: gm.forward),
     "thunderlab": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del"),
     "tl_no_remat": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,claim{executors=torch},del"),
     "tl_remat_all": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat{recompute=all},claim{executors=torch},del"),
@@ -160,7 +164,8 @@ def measure(name, iters, warmup, device):
         except Exception as e:
             r["error"] = f"{type(e).__name__}: {e}"
     med = {v: r["step_median_s"] for v, r in res.items() if "step_median_s" in r}
-    ratios = {f"{v}/{b}": med[v] / med[b] for v in med for b in ("eager", "torch.compile") if b in med}
+    ratios = {f"{v}/{b}": med[v] / med[b] for v in med for b in ("eager", "torch.compile", "dynamo_passthrough")
+              if b in med}
     return {"model": name, "input_shape": list(x.shape), "variants": res, "time_ratios": ratios}
 
 
