@@ -208,3 +208,20 @@ def test_compare_records_shows_program_and_time():
     text = str(c)
     assert "call time" in text and "cse" in text
     assert "call time" not in str(rec.compare(new, time=False))
+
+
+def test_payloads_without_scopes_and_changes_still_validate(training_record):
+    """Module scopes and graph changes were added to v1 later: older payloads lack them and stay valid."""
+    step = RecordPayload(training_record).step(-1)
+    payload = {**RecordPayload(training_record).summary(), "steps": [step]}
+    validate(payload)
+    older = json.loads(json.dumps(payload))
+    for t in older["steps"][0]["traces"].values():
+        del t["changes"]
+        for n in t["graph"]["nodes"]:
+            del n["scope"]
+    validate(older)
+    wrong = json.loads(json.dumps(payload))
+    next(iter(wrong["steps"][0]["traces"].values()))["changes"] = {"added": "b1", "removed": [], "changed": []}
+    with pytest.raises(jsonschema.ValidationError):
+        validate(wrong)
