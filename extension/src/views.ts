@@ -315,7 +315,6 @@ function graphView(g: Graph, changes: Changes | null | undefined): HTMLElement {
   const collapsed = new Set<string>();
   const names = () => [...new Set(g.nodes.map((n) => groupOf(n, grouping)).filter((k): k is string => !!k))];
   const collapseAll = () => { collapsed.clear(); for (const k of names()) collapsed.add(k); };
-  if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
   const marks = new Map<string, string>();
   for (const id of changes?.added ?? []) marks.set(id, "added");
   for (const id of changes?.changed ?? []) marks.set(id, "changed");
@@ -340,19 +339,17 @@ function graphView(g: Graph, changes: Changes | null | undefined): HTMLElement {
     depthSel.style.display = grouping.by === "modules" ? "" : "none";
     if (grouping.by === "modules") depthSel.value = String(grouping.depth);
   };
-  bySel.addEventListener("change", () => {
-    const by = bySel.value;
-    grouping = by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" };
+  const regroup = (next: Grouping) => {
+    grouping = next;
     collapsed.clear();
     if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
     sync(); draw();
+  };
+  bySel.addEventListener("change", () => {
+    const by = bySel.value;
+    regroup(by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" });
   });
-  depthSel.addEventListener("change", () => {
-    grouping = { by: "modules", depth: Number(depthSel.value) };
-    collapsed.clear();
-    if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
-    draw();
-  });
+  depthSel.addEventListener("change", () => regroup({ by: "modules", depth: Number(depthSel.value) }));
   collapseBtn.addEventListener("click", () => { collapseAll(); draw(); });
   expandBtn.addEventListener("click", () => { collapsed.clear(); draw(); });
 
@@ -407,8 +404,7 @@ function graphView(g: Graph, changes: Changes | null | undefined): HTMLElement {
     }
     canvas.replaceChildren(svg);
   };
-  sync();
-  draw();
+  regroup(grouping);
   wrap.append(bar, canvas);
   return wrap;
 }

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import itertools
-from functools import cached_property
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Callable
 
 from .proxies import TensorProxy
@@ -181,4 +181,3 @@ class BoundSymbol:
     def __repr__(self) -> str:
         outs = ", ".join(p.name for p in self.outputs)
         return f"<{outs} = {self.sym.qualname} #{self.id}>"
-

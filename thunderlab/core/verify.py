@@ -46,8 +46,10 @@ def check_trace(trace: Trace, *, metas: bool = True, checked: dict | None = None
                 raise VerificationError(f"{where} defines {p.name} a second time (not SSA)")
             defined[p.name] = p
         if metas and b.sym.meta is not None and not b.sym.random:
+            if b.meta_ok:
+                continue
             key = b.meta_key()
-            if b.meta_ok or (checked is not None and key in checked):
+            if checked is not None and key in checked:
                 continue
             _check_meta(where, b)
             if checked is not None:

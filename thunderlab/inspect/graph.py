@@ -60,23 +60,13 @@ class Graph:
             shape = ", shape=ellipse" if n.kind in ("input", "output") else ""
             return f'{indent}"{_esc(n.id)}" [label="{_esc(n.label)}"{shape}];'
 
-        if groups == "modules":
-            tree = _ScopeTree()
-            for n in self.nodes.values():
+        tree = _ScopeTree()  # a region is a one-level path; a module scope a dotted one
+        for n in self.nodes.values():
+            if groups == "modules":
                 tree.add(n.scope.split(".") if n.scope else [], n)
-            tree.emit(lines, node_line, "  ")
-        else:
-            clusters: dict[str | None, list[Node]] = {}
-            for n in self.nodes.values():
-                clusters.setdefault(n.group if groups == "regions" else None, []).append(n)
-            for group, members in clusters.items():
-                indent = "  "
-                if group:
-                    lines.append(f'  subgraph "cluster_{_esc(group)}" {{ label="{_esc(group)}";')
-                    indent = "    "
-                lines.extend(node_line(n, indent) for n in members)
-                if group:
-                    lines.append("  }")
+            else:
+                tree.add([n.group] if groups == "regions" and n.group else [], n)
+        tree.emit(lines, node_line, "  ")
         for e in self.edges:
             lines.append(f'  "{_esc(e.src)}" -> "{_esc(e.dst)}" [label="{_esc(e.value)}: {_esc(e.type)}"];')
         lines.append("}")
@@ -109,7 +99,7 @@ GROUPINGS = ("regions", "modules", "none")
 
 
 class _ScopeTree:
-    """Nodes filed under their module path, for nested DOT clusters."""
+    """Nodes filed under their cluster path (a region's name, or a module's dotted path), for DOT."""
 
     def __init__(self, path: tuple[str, ...] = ()):
         self.path = path

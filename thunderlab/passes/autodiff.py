@@ -156,11 +156,10 @@ def split(trace: Trace) -> tuple[Trace, Trace] | None:
     needs = {p.name for p in trace.tensor_inputs() if p.requires_grad and _differentiable(p)}
     if not needs:
         return None
-    trace = trace.derive(bound_symbols=list(trace.bound_symbols))  # new names go here, not into the input
-    scratch = trace.derive(bound_symbols=[])
-    fwd_bsyms = _with_residuals(scratch, _expand(trace.bound_symbols, set(needs)), needs)
-    trace._names |= scratch._names
-    trace._counter = max(trace._counter, scratch._counter)
+    # the residual variants record into a copy (never the input); its names carry on to fw and bw
+    work = trace.derive(bound_symbols=[])
+    fwd_bsyms = _with_residuals(work, _expand(trace.bound_symbols, set(needs)), needs)
+    trace = work
     needs_all = _propagate(fwd_bsyms, needs)
     bw = trace.derive(name="backward", inputs=[], bound_symbols=[], output=None)
     grads: dict[str, TensorProxy] = {}

@@ -131,10 +131,15 @@ class Remat(Pass):
         object.__setattr__(resolved, "_why", f"auto: {why}")  # for the record; not an option
         return resolved
 
+    @property
+    def policy(self) -> str:
+        """What may be recomputed; "auto" unresolved (the pass called outside a pipeline) means all."""
+        return "all" if self.recompute == "auto" else self.recompute
+
     def __call__(self, program: Program) -> Program:
         if "backward" not in program.traces:
             return program
-        policy = "all" if self.recompute == "auto" else self.recompute  # outside a pipeline: no context
+        policy = self.policy
         fw, bw = program.forward, program.traces["backward"]
         out, saved = fw.output
         saved = list(saved)
@@ -151,7 +156,6 @@ class Remat(Pass):
             return {}
         b0, b1 = before.forward.output[1], after.forward.output[1]
         recomputed = sum(1 for b in after.traces["backward"].bound_symbols if b.origin == "remat")
-        policy = "all" if self.recompute == "auto" else self.recompute
         return {"saved_bytes_before": saved_bytes(b0), "saved_bytes_after": saved_bytes(b1),
                 "saved_before": len(b0), "saved_after": len(b1), "recomputed": recomputed,
-                "recompute": policy, "why": getattr(self, "_why", "") or f"recompute={self.recompute}"}
+                "recompute": self.policy, "why": getattr(self, "_why", "") or f"recompute={self.recompute}"}

@@ -285,7 +285,6 @@
       collapsed.clear();
       for (const k of names()) collapsed.add(k);
     };
-    if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
     const marks = /* @__PURE__ */ new Map();
     for (const id of changes?.added ?? []) marks.set(id, "added");
     for (const id of changes?.changed ?? []) marks.set(id, "changed");
@@ -311,20 +310,18 @@
       depthSel.style.display = grouping.by === "modules" ? "" : "none";
       if (grouping.by === "modules") depthSel.value = String(grouping.depth);
     };
-    bySel.addEventListener("change", () => {
-      const by = bySel.value;
-      grouping = by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" };
+    const regroup = (next) => {
+      grouping = next;
       collapsed.clear();
       if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
       sync();
       draw();
+    };
+    bySel.addEventListener("change", () => {
+      const by = bySel.value;
+      regroup(by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" });
     });
-    depthSel.addEventListener("change", () => {
-      grouping = { by: "modules", depth: Number(depthSel.value) };
-      collapsed.clear();
-      if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
-      draw();
-    });
+    depthSel.addEventListener("change", () => regroup({ by: "modules", depth: Number(depthSel.value) }));
     collapseBtn.addEventListener("click", () => {
       collapseAll();
       draw();
@@ -410,8 +407,7 @@
       }
       canvas.replaceChildren(svg);
     };
-    sync();
-    draw();
+    regroup(grouping);
     wrap.append(bar, canvas);
     return wrap;
   }

@@ -283,7 +283,6 @@ function graphView(g, changes) {
     collapsed.clear();
     for (const k of names()) collapsed.add(k);
   };
-  if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
   const marks = /* @__PURE__ */ new Map();
   for (const id of changes?.added ?? []) marks.set(id, "added");
   for (const id of changes?.changed ?? []) marks.set(id, "changed");
@@ -309,20 +308,18 @@ function graphView(g, changes) {
     depthSel.style.display = grouping.by === "modules" ? "" : "none";
     if (grouping.by === "modules") depthSel.value = String(grouping.depth);
   };
-  bySel.addEventListener("change", () => {
-    const by = bySel.value;
-    grouping = by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" };
+  const regroup = (next) => {
+    grouping = next;
     collapsed.clear();
     if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
     sync();
     draw();
+  };
+  bySel.addEventListener("change", () => {
+    const by = bySel.value;
+    regroup(by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" });
   });
-  depthSel.addEventListener("change", () => {
-    grouping = { by: "modules", depth: Number(depthSel.value) };
-    collapsed.clear();
-    if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
-    draw();
-  });
+  depthSel.addEventListener("change", () => regroup({ by: "modules", depth: Number(depthSel.value) }));
   collapseBtn.addEventListener("click", () => {
     collapseAll();
     draw();
@@ -408,8 +405,7 @@ function graphView(g, changes) {
     }
     canvas.replaceChildren(svg);
   };
-  sync();
-  draw();
+  regroup(grouping);
   wrap.append(bar, canvas);
   return wrap;
 }
