@@ -1,6 +1,6 @@
 """Training step (forward + backward) time and saved-for-backward memory: eager, torch.compile, thunderlab.
 
-For each model in --models (thunderlab.examples.EXAMPLES keys; default nanogpt_block,llama_block), these variants,
+For each model in --models (thunderlab.examples.EXAMPLES keys; default nanogpt_block,llama_block,mlp), these variants,
 each on its own deep copy of the module (same weights, same input; eval() as the examples return it: dropout p=0):
   * eager          the module itself;
   * torch.compile  torch.compile(model), default inductor backend (TORCHINDUCTOR_CACHE_DIR defaults to a folder
@@ -9,6 +9,8 @@ each on its own deep copy of the module (same weights, same input; eval() as the
                    behind TorchDynamo, i.e. what capturing alone costs per step (thunderlab captures the same way);
   * thunderlab     thunderlab.jit(model), pipeline "dce,cse,autodiff,remat,claim{executors=torch},del": the torch
                    executor, remat deciding for itself (recompute=auto: with no fusion after it, only views);
+                   repeated calls run directly on Dynamo's bytecode once its guards pass (the default);
+  * tl_via_dynamo  the same with direct=False: every call through TorchDynamo's frame machinery;
   * tl_no_remat    the same without remat;
   * tl_remat_all   remat{recompute=all}: every cheap op recomputed (least memory; each recomputed op is one
                    more kernel on the torch executor, which a fusing executor would fold into its kernels).
@@ -61,6 +63,8 @@ VARIANTS = {
     # TorchDynamo with a backend that runs the captured graph as it is (eager autograd): the capture's own cost
     "dynamo_passthrough": lambda m: torch.compile(m, backend=lambda gm, example_inputs: gm.forward),
     "thunderlab": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del"),
+    "tl_via_dynamo": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del",
+                                              direct=False),
     "tl_no_remat": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,claim{executors=torch},del"),
     "tl_remat_all": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat{recompute=all},claim{executors=torch},del"),
 }
@@ -201,7 +205,7 @@ def print_table(results):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="nanogpt_block,llama_block", help="comma-separated EXAMPLES keys")
+    ap.add_argument("--models", default="nanogpt_block,llama_block,mlp", help="comma-separated EXAMPLES keys")
     ap.add_argument("--iters", type=int, default=50, help="timed steps per median")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps after the first")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])

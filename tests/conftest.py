@@ -15,4 +15,7 @@ os.environ.setdefault("THUNDERLAB_EXECUTORS", "torch")
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+    # TorchDynamo keeps per-frame state across tests (torch.nn's modules share one wrapper frame,
+    # whose sizes turn dynamic once two tests call it with different shapes): each test starts fresh
+    torch._dynamo.reset()
     yield

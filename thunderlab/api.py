@@ -6,6 +6,7 @@ import functools
 import torch
 
 from thunderlab.core.trace import Trace
+from thunderlab.frontend.dispatch import MISS, DirectCalls
 from thunderlab.frontend.dynamo import Backend
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.passes import DEFAULT_PIPELINE
@@ -16,16 +17,22 @@ from thunderlab.runtime.compiled import rerun as _rerun
 class JitFunction:
     """A function or module compiled by thunderlab; call it like the original."""
 
-    def __init__(self, fn, options: Options):
+    def __init__(self, fn, options: Options, direct: bool = True):
         self.fn = fn
         self.options = options
         name = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn")
         self.backend = Backend(options, name=name)
         self._compiled = torch.compile(fn, backend=self.backend)
+        # calls whose Dynamo guards pass skip Dynamo's frame hook (see thunderlab.frontend.dispatch)
+        self.direct = DirectCalls(fn, self._compiled, self.backend) if direct else None
         if not isinstance(fn, torch.nn.Module):
             functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
+        if self.direct is not None:
+            out = self.direct(args, kwargs)
+            if out is not MISS:
+                return out
         return self._compiled(*args, **kwargs)
 
     @property
@@ -35,14 +42,14 @@ class JitFunction:
     @property
     def cache_info(self) -> dict[str, int]:
         return {"hits": sum(g.hits for g in self.backend.graphs), "misses": sum(g.misses for g in self.backend.graphs),
-                "graphs": len(self.backend.graphs)}
+                "graphs": len(self.backend.graphs), "direct_calls": self.direct.hits if self.direct else 0}
 
     def __repr__(self) -> str:
         return f"<thunderlab.jit {self.backend.name} pipeline={self.options.pipeline!r}>"
 
 
 def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: bool = True,
-        timing: bool = False) -> JitFunction:
+        timing: bool = False, direct: bool = True) -> JitFunction:
     """Compile ``fn`` (a function or nn.Module) with thunderlab; results equal ``fn``'s.
 
     ``pipeline`` is the pass pipeline as text, e.g. ``"dce,cse,claim{executors=inductor+torch},fuse,del"``;
@@ -50,8 +57,10 @@ def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: b
     ``tiered=True`` runs each fusion region with torch at once while its kernel compiles in
     the background (``False`` compiles before the first call); ``timing=True`` times every
     region on every call (``thunderlab.last_record(jfn).timings()``).
+    ``direct=True`` runs a call whose TorchDynamo guards pass on the bytecode Dynamo made for it,
+    without Dynamo's per-call frame machinery; ``False`` sends every call through Dynamo.
     """
-    return JitFunction(fn, Options(pipeline=pipeline, verify=verify, tiered=tiered, timing=timing))
+    return JitFunction(fn, Options(pipeline=pipeline, verify=verify, tiered=tiered, timing=timing), direct=direct)
 
 
 def last_record(jfn: JitFunction) -> CompileRecord:

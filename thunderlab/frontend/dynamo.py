@@ -13,7 +13,7 @@ import torch
 
 from thunderlab.runtime.compiled import CompiledGraph, Options
 
-from .fx import lower
+from .fx import lower, value_inputs
 
 _graph_ids = itertools.count()
 
@@ -31,9 +31,21 @@ class Backend:
         name = self.name or getattr(gm, "_thunderlab_name", None) or f"graph{index}"
         if self.graphs:
             name = f"{name}[{len(self.graphs)}]"
-        graph = CompiledGraph(lambda args: lower(gm, args), self.options, name=name, graph_index=index, eager=gm.forward)
+        values = value_inputs(gm)
+        graph = CompiledGraph(lambda args: lower(gm, args), self.options, name=name, graph_index=index, eager=gm.forward,
+                              static=not values and _static(gm), value_inputs=values)
         self.graphs.append(graph)
         return graph
+
+
+def _static(gm: torch.fx.GraphModule) -> bool:
+    """Whether Dynamo captured ``gm`` with static shapes: only tensor inputs, none with a symbolic size."""
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            v = node.meta.get("example_value")
+            if not isinstance(v, torch.Tensor) or any(not isinstance(s, int) for s in v.shape):
+                return False
+    return True
 
 
 _default_backend = Backend()

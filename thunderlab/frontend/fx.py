@@ -75,6 +75,7 @@ class Lowering:
         if len(placeholders) != len(args):
             raise TraceError(f"the graph takes {len(placeholders)} inputs, got {len(args)}")
         self.inputs_by_name: dict[str, TensorProxy] = {}
+        self.concrete: dict[str, torch.Tensor] = {}  # input name -> this call's tensor, for .item()
         with tr.active():
             for node, a in zip(placeholders, args):
                 self.env[node] = self.placeholder(node, a)
@@ -101,6 +102,7 @@ class Lowering:
             p = TensorProxy(name, tuple(a.shape), a.dtype, a.device, a.requires_grad and torch.is_grad_enabled())
             self.trace.inputs.append(p)
             self.inputs_by_name[name] = p
+            self.concrete[name] = a
             return p
         concrete = a.node.hint if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)) else a
         self.trace.inputs.append(ScalarInput(name, concrete))
@@ -168,6 +170,10 @@ class Lowering:
             return getattr(self_, name)(*rest, **kwargs)
         if name in _QUERY_METHODS:
             return _query(self_, name, *rest)
+        if name == "item" and self_.name in self.concrete:
+            # a Python number Dynamo passes as a 0-d tensor: specialized to this call's value, which
+            # the runtime keys the compiled program on (see value_inputs)
+            return self.concrete[self_.name].item()
         sym = mapping.lookup_method(name)
         if sym is not None:
             return self.track(sym, args, kwargs)
@@ -256,6 +262,13 @@ def _describe(node: torch.fx.Node) -> str:
     where = f" at {src.short()} ({src.code})" if src else ""
     target = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
     return f"while tracing {node.op} {target!r}{where}"
+
+
+def value_inputs(gm: torch.fx.GraphModule) -> tuple[int, ...]:
+    """Positions of the inputs whose value the lowering reads (``x.item()`` on an input), so the program depends on it."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return tuple(i for i, p in enumerate(placeholders)
+                 if any(u.op == "call_method" and u.target == "item" and u.args[0] is p for u in p.users))
 
 
 def lower(gm: torch.fx.GraphModule, args, name: str = "forward") -> tuple[Trace, list[torch.Tensor]]:

@@ -35,33 +35,47 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     position = {}
     for i, p in enumerate(leaves):
         position.setdefault(p.name, []).append(i)
-    grad_of = bw_trace.meta["grad_of"]
+    # everything below is decided here, once, from the traces' metadata: a call only moves tensors
+    flat = isinstance(structure, tuple) and len(structure) == len(leaves)  # the output is a tuple of tensors
+    non_diff = [i for i, p in enumerate(leaves) if not (p.dtype.is_floating_point or p.dtype.is_complex)]
+    grad_slots = [position[name] for name in bw_trace.meta["grad_of"]]
+    one_each = all(len(idx) == 1 for idx in grad_slots)
+    first = [idx[0] for idx in grad_slots]
     tensor_slots = [i for i, p in enumerate(fw_trace.inputs) if isinstance(p, TensorProxy)]
     n_inputs = len(fw_trace.inputs)
+    dense = tensor_slots == list(range(n_inputs))  # every input is a tensor: gradients need no placing
 
     class ThunderlabFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
             out, saved = fw(*args)
             ctx.save_for_backward(*saved)
-            flat = [v for v in tree_flatten(out) if isinstance(v, torch.Tensor)]
-            ctx.mark_non_differentiable(*[v for v in flat if not (v.dtype.is_floating_point or v.dtype.is_complex)])
-            return tuple(flat)
+            values = out if flat else tuple(v for v in tree_flatten(out) if isinstance(v, torch.Tensor))
+            if non_diff:
+                ctx.mark_non_differentiable(*[values[i] for i in non_diff])
+            return values
 
         @staticmethod
         def backward(ctx, *grads):
-            gs = []
-            for name in grad_of:
-                idx = position[name]
-                g = grads[idx[0]]
-                for j in idx[1:]:
-                    g = g + grads[j]
-                gs.append(g.contiguous())
+            if one_each:
+                gs = [grads[i].contiguous() for i in first]
+            else:
+                gs = []
+                for idx in grad_slots:
+                    g = grads[idx[0]]
+                    for j in idx[1:]:
+                        g = g + grads[j]
+                    gs.append(g.contiguous())
             result = bw(*ctx.saved_tensors, *gs)
+            if dense:
+                return tuple(result)
             out = [None] * n_inputs
             for slot, g in zip(tensor_slots, result):
                 out[slot] = g
             return tuple(out)
+
+    if flat:
+        return ThunderlabFunction.apply
 
     def run(*args):
         return _rebuild(structure, ThunderlabFunction.apply(*args))

@@ -62,12 +62,19 @@ class CompiledGraph:
 
     The cache key is each tensor input's (shape, dtype, device, requires_grad) and each
     other input's value, so inputs that differ in any of these compile anew and never run
-    a program made for others.
+    a program made for others; an input in ``value_inputs`` (a Python number that TorchDynamo
+    passes as a 0-d tensor) is keyed by its value too. A ``static`` graph (no symbolic sizes)
+    is keyed by grad mode alone: TorchDynamo's guards, checked before every call of it,
+    already fix the rest.
     """
 
     def __init__(self, capture: Callable, options: Options, name: str = "graph", graph_index: int = 0,
-                 eager: Callable | None = None):
+                 eager: Callable | None = None, static: bool = False, value_inputs: tuple[int, ...] = ()):
         self.capture = capture  # args -> (initial trace, lifted tensors)
+        # a graph Dynamo captured with static shapes runs only behind guards that fix every input's
+        # shape, dtype, device, strides and requires_grad, and the grad mode's part of the key is all that varies
+        self.static = static
+        self.value_inputs = value_inputs  # inputs whose value (not only metadata) the program was specialized on
         self.options = options
         self.name = name
         self.graph_index = graph_index
@@ -78,7 +85,10 @@ class CompiledGraph:
         self.records: list[CompileRecord] = []
 
     def __call__(self, *args):
-        key = (torch.is_grad_enabled(), *map(_meta, args))
+        if self.static:
+            key = torch.is_grad_enabled()
+        else:
+            key = (torch.is_grad_enabled(), *map(_meta, args), *(args[i].item() for i in self.value_inputs))
         entry = self.cache.get(key)
         if entry is None:
             self.misses += 1

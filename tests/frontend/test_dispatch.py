@@ -1,0 +1,172 @@
+"""Direct calls: a jitted function skips TorchDynamo's frame machinery only where Dynamo would do the same."""
+import pytest
+import torch
+
+import thunderlab
+
+SCALE = 2.0
+
+
+def _direct(j) -> int:
+    return j.cache_info["direct_calls"]
+
+
+def test_repeated_calls_run_directly_and_match_eager():
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    j = thunderlab.jit(m)
+    x = torch.randn(3, 8)
+    for _ in range(4):
+        torch.testing.assert_close(j(x), m(x))
+    assert _direct(j) == 3 and j.cache_info["misses"] == 1
+
+
+def test_direct_false_sends_every_call_through_dynamo():
+    j = thunderlab.jit(lambda x: x.sin() * 2, direct=False)
+    x = torch.randn(4)
+    for _ in range(3):
+        torch.testing.assert_close(j(x), x.sin() * 2)
+    assert _direct(j) == 0 and j.cache_info["hits"] == 2
+
+
+def test_train_eval_switch_recompiles_and_both_modes_stay_right():
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.BatchNorm1d(8))
+    j = thunderlab.jit(m)
+    x = torch.randn(6, 8)
+    with torch.no_grad():
+        j(x)
+        m.eval()
+        torch.testing.assert_close(j(x), m(x))
+        for _ in range(2):
+            torch.testing.assert_close(j(x), m(x))
+        m.train()
+        ref = torch.nn.functional.batch_norm(m[0](x), None, None, m[1].weight, m[1].bias, training=True)
+        torch.testing.assert_close(j(x), ref)
+    assert len(j.backend.graphs) == 2 and _direct(j) >= 2
+
+
+def test_python_attribute_and_global_changes_are_seen():
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 2.0
+
+        def forward(self, x):
+            return x * self.scale * SCALE
+
+    global SCALE
+    m = Scaled()
+    j = thunderlab.jit(m)
+    x = torch.randn(5)
+    torch.testing.assert_close(j(x), x * 4.0)
+    torch.testing.assert_close(j(x), x * 4.0)
+    m.scale = 3.0
+    torch.testing.assert_close(j(x), x * 6.0)
+    try:
+        SCALE = 5.0
+        torch.testing.assert_close(j(x), x * 15.0)
+        torch.testing.assert_close(j(x), x * 15.0)
+    finally:
+        SCALE = 2.0
+    assert _direct(j) >= 2
+
+
+def test_new_shapes_dtypes_and_requires_grad_go_through_dynamo():
+    j = thunderlab.jit(lambda x: torch.relu(x) + 1)
+    for x in (torch.randn(4), torch.randn(4), torch.randn(4, dtype=torch.float64), torch.randn(7),
+              torch.randn(4, requires_grad=True)):
+        out = j(x)
+        torch.testing.assert_close(out, torch.relu(x) + 1)
+        assert out.dtype == x.dtype and out.requires_grad == x.requires_grad
+
+
+def test_side_effects_in_python_are_replayed_on_every_call():
+    class Counting(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            self.calls += 1
+            return self.lin(x).relu()
+
+    m = Counting()
+    j = thunderlab.jit(m)
+    x = torch.randn(2, 4)
+    for _ in range(3):
+        j(x)
+    assert m.calls == 3
+
+
+def test_hooks_keep_calls_on_dynamo_and_run():
+    m = torch.nn.Linear(4, 4)
+    seen = []
+    m.register_forward_hook(lambda mod, args, out: seen.append(out.shape))
+    j = thunderlab.jit(m)
+    x = torch.randn(2, 4)
+    for _ in range(3):
+        torch.testing.assert_close(j(x), m(x))
+    assert len(seen) == 6 and _direct(j) == 0
+    assert "hooks" in j.direct.why_not
+
+
+def test_graph_break_keeps_calls_on_dynamo():
+    def f(x):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        return y.cos()
+
+    j = thunderlab.jit(f)
+    x = torch.randn(5)
+    for _ in range(3):
+        torch.testing.assert_close(j(x), f(x))
+    assert _direct(j) == 0 and "graph break" in j.direct.why_not
+    assert j.cache_info["graphs"] == 2 and j.cache_info["hits"] == 4
+
+
+def test_keyword_arguments_and_defaults():
+    def f(x, y=None, *, scale=1.0):
+        return (x + (0 if y is None else y)) * scale
+
+    j = thunderlab.jit(f)
+    x, y = torch.randn(3), torch.randn(3)
+    for _ in range(2):
+        torch.testing.assert_close(j(x, scale=3.0), x * 3.0)
+        torch.testing.assert_close(j(x, y), x + y)
+        torch.testing.assert_close(j(x, y=y, scale=0.5), (x + y) * 0.5)
+    assert _direct(j) >= 3
+    with pytest.raises(TypeError):
+        j(x, y, 1.0)
+
+
+def test_stance_force_eager_is_respected():
+    j = thunderlab.jit(lambda x: x * 3)
+    x = torch.randn(3)
+    j(x)
+    j(x)
+    hits = j.cache_info["hits"]
+    with torch.compiler.set_stance("force_eager"):
+        torch.testing.assert_close(j(x), x * 3)
+    assert j.cache_info["hits"] == hits and "stance" in j.direct.why_not
+
+
+def test_training_through_direct_calls_matches_eager():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    ref.load_state_dict(m.state_dict())
+    j = thunderlab.jit(m)
+    opt, opt_ref = torch.optim.SGD(m.parameters(), lr=0.1), torch.optim.SGD(ref.parameters(), lr=0.1)
+    x = torch.randn(5, 8)
+    for _ in range(4):
+        losses = []
+        for o, fn in ((opt, j), (opt_ref, ref)):
+            o.zero_grad()
+            loss = fn(x).pow(2).mean()
+            loss.backward()
+            o.step()
+            losses.append(loss.detach())
+        torch.testing.assert_close(losses[0], losses[1])
+    for p, q in zip(m.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q)
+    assert _direct(j) == 3

@@ -1,0 +1,151 @@
+"""Calling a jitted function without TorchDynamo's frame hook, under Dynamo's own guards.
+
+After TorchDynamo has captured a function, each call still pays for Dynamo's frame machinery:
+the Python wrapper that installs its frame hook, the hook itself, the cache lookup. Their sum
+costs about as much as a small model's forward (tens of microseconds). ``DirectCalls`` keeps
+the meaning and drops the cost: it evaluates the guards of the function's cache entries itself
+(Dynamo's guard managers, the same checks in the same order, a few microseconds), and when one
+passes it runs that entry's rewritten bytecode as a plain function. That bytecode is what
+Dynamo would run: it reads the graph's inputs, calls the compiled graph and rebuilds the
+outputs, replaying any side effects.
+
+A call goes through Dynamo instead whenever the shortcut could differ from it: no cache entry's
+guards pass (Dynamo recompiles), the entry came from another backend, its bytecode resumes
+into other frames after a graph break (those frames must be compiled by Dynamo's hook), the
+module has forward or backward hooks, a Dynamo stance other than the default is set, or the
+call is made while Dynamo's hook is active. The Dynamo APIs used here are its debugging
+interface; if one is missing, every call goes through Dynamo.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Any, Callable
+
+import torch
+
+try:  # Dynamo's debugging interface: cache entries, each with its guard manager and rewritten code
+    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list, get_eval_frame_callback
+    from torch._dynamo import eval_frame as _eval_frame
+    from torch.nn.modules import module as _nn_module
+except ImportError:  # pragma: no cover - another torch: calls go through Dynamo
+    _debug_get_cache_entry_list = None
+
+MISS = object()  # the call must go through Dynamo
+
+_GLOBAL_HOOKS = ("_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_hooks",
+                 "_global_forward_pre_hooks")
+_MODULE_HOOKS = ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks", "_forward_pre_hooks")
+
+
+def _target(fn, compiled) -> tuple[types.FunctionType, Any] | None:
+    """The plain function whose frame Dynamo compiles for ``fn``, and the object bound as its first argument."""
+    if isinstance(fn, torch.nn.Module):
+        wrapper = getattr(getattr(compiled, "forward", None), "__wrapped__", None)
+        if isinstance(wrapper, types.FunctionType):  # torch.nn's own modules: Dynamo compiles a frame around __call__
+            return wrapper, None
+        fwd = type(fn).forward
+        return (fwd, fn) if isinstance(fwd, types.FunctionType) and "forward" not in fn.__dict__ else None
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        return fn.__func__, fn.__self__
+    if isinstance(fn, types.FunctionType):
+        return fn, None
+    return None
+
+
+class DirectCalls:
+    """Runs calls of ``fn`` on the bytecode Dynamo made for it, checking Dynamo's guards itself.
+
+    ``compiled`` is ``torch.compile(fn, backend=backend)``; ``backend`` is the torch.compile backend the entries must come from. ``hits`` counts the
+    calls made directly; ``why_not`` says why the last call went through Dynamo.
+    """
+
+    def __init__(self, fn, compiled, backend: Callable):
+        self.backend = backend
+        self.hits = 0
+        self.why_not = "not called yet"
+        target = _target(fn, compiled) if _debug_get_cache_entry_list is not None else None
+        self.func, self.bound = target if target is not None else (None, None)
+        self.module = fn if isinstance(fn, torch.nn.Module) else None
+        # by id of the rewritten code (hashing a code object hashes its bytecode); the code is kept alive beside
+        self._runnable: dict[int, tuple[types.CodeType, Callable | None]] = {}
+        if self.func is None:
+            self.why_not = "only plain functions, methods and nn.Modules with a forward method are called directly"
+            return
+        code = self.func.__code__
+        self.code = code
+        self.signature = inspect.signature(self.func)
+        self._names = code.co_varnames[:code.co_argcount]
+        varargs = code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+        simple = not varargs and not code.co_kwonlyargcount
+        self._n_positional = code.co_argcount - (self.bound is not None) if simple else -1
+        # a frame's locals include its closure's variables, which guards may read
+        self._free = tuple(zip(code.co_freevars, self.func.__closure__ or ()))
+        # a wrapper written (*args, **kwargs): its frame's locals are the two as they come
+        self._star = (varargs == inspect.CO_VARARGS | inspect.CO_VARKEYWORDS and not code.co_argcount
+                      and not code.co_kwonlyargcount and self.bound is None)
+
+    def __call__(self, args: tuple, kwargs: dict):
+        """The call's result, or ``MISS`` when it must go through Dynamo."""
+        if self.func is None:
+            return MISS
+        why = self._blocked()
+        if why:
+            self.why_not = why
+            return MISS
+        lead = (self.bound,) if self.bound is not None else ()
+        if not kwargs and len(args) == self._n_positional:
+            frame_locals = dict(zip(self._names, lead + args))
+        elif self._star:
+            frame_locals = {self.code.co_varnames[0]: args, self.code.co_varnames[1]: kwargs}
+        else:
+            try:
+                bound = self.signature.bind(*lead, *args, **kwargs)
+            except TypeError:
+                self.why_not = "the arguments do not match the signature"
+                return MISS  # Dynamo (then Python) raises the error the user expects
+            bound.apply_defaults()
+            frame_locals = bound.arguments
+        for name, cell in self._free:
+            frame_locals[name] = cell.cell_contents
+        for entry in _debug_get_cache_entry_list(self.code):
+            if entry.guard_manager.check(frame_locals):
+                known = self._runnable.get(id(entry.code))
+                if known is None:
+                    known = self._runnable[id(entry.code)] = (entry.code, self._make(entry))
+                run = known[1]
+                if run is None:
+                    return MISS
+                self.hits += 1
+                return run(*lead, *args, **kwargs)
+        self.why_not = "no cached graph's guards pass (Dynamo compiles a new one)"
+        return MISS
+
+    def _blocked(self) -> str:
+        callback = get_eval_frame_callback()
+        if callback is not None and callback is not False:
+            return "called while TorchDynamo's frame hook is active"
+        stance = _eval_frame._stance
+        if stance.stance != "default" or stance.backend is not None:
+            return f"torch.compiler stance {stance.stance!r} is set"
+        if self.module is not None:
+            if any(getattr(self.module, h) for h in _MODULE_HOOKS) or any(getattr(_nn_module, h) for h in _GLOBAL_HOOKS):
+                return "the module has hooks, which run outside the captured graph"
+        return ""
+
+    def _make(self, entry) -> Callable | None:
+        """A function running ``entry``'s rewritten bytecode, or None (with the reason) where it must not."""
+        backend = getattr(entry.backend, "compiler_fn", entry.backend)
+        code = entry.code
+        if backend is not self.backend:
+            self.why_not = "the cache entry was made by another torch.compile backend"
+        elif any(n.startswith("__resume_at") for n in code.co_names):
+            self.why_not = "the function has a graph break; its resumed frames are compiled through Dynamo"
+        elif code.co_cellvars or code.co_freevars != self.code.co_freevars:
+            self.why_not = "the function defines closures over its locals"
+        else:
+            f = self.func
+            run = types.FunctionType(code, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+            run.__kwdefaults__ = f.__kwdefaults__
+            return run
+        return None
