@@ -170,3 +170,23 @@ def test_training_through_direct_calls_matches_eager():
     for p, q in zip(m.parameters(), ref.parameters()):
         torch.testing.assert_close(p, q)
     assert _direct(j) == 3
+
+
+def test_other_compiles_of_the_same_code_do_not_block_direct_calls():
+    """Copies of one module class share a code object, and so Dynamo's cache entries: each finds its own."""
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x).tanh()
+
+    a, b, c = Block(), Block(), Block()
+    other = torch.compile(c, backend=lambda gm, example_inputs: gm.forward)
+    ja, jb = thunderlab.jit(a), thunderlab.jit(b)
+    x = torch.randn(2, 4)
+    for _ in range(3):
+        for fn, m in ((other, c), (ja, a), (jb, b)):
+            torch.testing.assert_close(fn(x), m(x))
+    assert _direct(ja) == 2 and _direct(jb) == 2

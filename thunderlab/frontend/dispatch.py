@@ -10,7 +10,7 @@ Dynamo would run: it reads the graph's inputs, calls the compiled graph and rebu
 outputs, replaying any side effects.
 
 A call goes through Dynamo instead whenever the shortcut could differ from it: no cache entry's
-guards pass (Dynamo recompiles), the entry came from another backend, its bytecode resumes
+guards pass (Dynamo recompiles; entries of other backends are skipped, as Dynamo skips them), its bytecode resumes
 into other frames after a graph break (those frames must be compiled by Dynamo's hook), the
 module has forward or backward hooks, a Dynamo stance other than the default is set, or the
 call is made while Dynamo's hook is active. The Dynamo APIs used here are its debugging
@@ -67,8 +67,9 @@ class DirectCalls:
         target = _target(fn, compiled) if _debug_get_cache_entry_list is not None else None
         self.func, self.bound = target if target is not None else (None, None)
         self.module = fn if isinstance(fn, torch.nn.Module) else None
-        # by id of the rewritten code (hashing a code object hashes its bytecode); the code is kept alive beside
-        self._runnable: dict[int, tuple[types.CodeType, Callable | None]] = {}
+        # by id of the rewritten code (hashing a code object hashes its bytecode), kept alive beside:
+        # (code, "" for another backend's entry or why it can't run directly, the runner or None)
+        self._runnable: dict[int, tuple[types.CodeType, str, Callable | None]] = {}
         if self.func is None:
             self.why_not = "only plain functions, methods and nn.Modules with a forward method are called directly"
             return
@@ -109,12 +110,15 @@ class DirectCalls:
         for name, cell in self._free:
             frame_locals[name] = cell.cell_contents
         for entry in _debug_get_cache_entry_list(self.code):
+            known = self._runnable.get(id(entry.code))
+            if known is None:
+                known = self._runnable[id(entry.code)] = (entry.code, *self._make(entry))
+            _code, ours, run = known
+            if not ours:  # another backend's entry (a second compile of the same code): Dynamo skips it too
+                continue
             if entry.guard_manager.check(frame_locals):
-                known = self._runnable.get(id(entry.code))
-                if known is None:
-                    known = self._runnable[id(entry.code)] = (entry.code, self._make(entry))
-                run = known[1]
                 if run is None:
+                    self.why_not = ours
                     return MISS
                 self.hits += 1
                 return run(*lead, *args, **kwargs)
@@ -133,19 +137,17 @@ class DirectCalls:
                 return "the module has hooks, which run outside the captured graph"
         return ""
 
-    def _make(self, entry) -> Callable | None:
-        """A function running ``entry``'s rewritten bytecode, or None (with the reason) where it must not."""
+    def _make(self, entry) -> tuple[str, Callable | None]:
+        """Whether ``entry`` is this backend's (a reason why it can't run directly, or "ok"), and its runner."""
         backend = getattr(entry.backend, "compiler_fn", entry.backend)
         code = entry.code
         if backend is not self.backend:
-            self.why_not = "the cache entry was made by another torch.compile backend"
-        elif any(n.startswith("__resume_at") for n in code.co_names):
-            self.why_not = "the function has a graph break; its resumed frames are compiled through Dynamo"
-        elif code.co_cellvars or code.co_freevars != self.code.co_freevars:
-            self.why_not = "the function defines closures over its locals"
-        else:
-            f = self.func
-            run = types.FunctionType(code, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
-            run.__kwdefaults__ = f.__kwdefaults__
-            return run
-        return None
+            return "", None
+        if any(n.startswith("__resume_at") for n in code.co_names):
+            return "the function has a graph break; its resumed frames are compiled through Dynamo", None
+        if code.co_cellvars or code.co_freevars != self.code.co_freevars:
+            return "the function defines closures over its locals", None
+        f = self.func
+        run = types.FunctionType(code, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+        run.__kwdefaults__ = f.__kwdefaults__
+        return "ok", run

@@ -52,9 +52,9 @@ def _sdpa_backward(g, q, k, v, attn_mask, is_causal, scale):
 
 
 def _linear_backward(g, a, w, need_input, need_bias):
-    g2 = g.reshape(-1, g.shape[-1])
+    g2 = g if g.dim() == 2 else g.reshape(-1, g.shape[-1])
     ga = g.matmul(w) if need_input else None
-    gw = g2.t().mm(a.reshape(-1, a.shape[-1]))
+    gw = g2.t().mm(a if a.dim() == 2 else a.reshape(-1, a.shape[-1]))
     gb = g2.sum(0) if need_bias else None
     return ga, gw, gb
 
