@@ -6,9 +6,11 @@ with pipeline P_TORCH / P_INDUCTOR below (the torch executor only / Inductor fus
 1. Steady state, in this process (TORCHINDUCTOR_CACHE_DIR = a fresh temp dir). Cases: "chain", a 17-op
    elementwise chain on (1024, 1024); "ln_gelu", gelu(layer_norm(x, w, b)) on (64, 256, 512); "nanogpt",
    EXAMPLES["nanogpt_block"] on (4, 64, 256). Variants: eager, torch.compile(fn) (default inductor), tl_torch,
-   tl_inductor (tiered=False: compiled before the first call returns). Each variant's first call is timed, then it is
+   tl_inductor (tiered=False: compiled before the first call returns), tl_inductor_via_dynamo (the same with
+   direct=False: every call through TorchDynamo's frame machinery). Each variant's first call is timed, then it is
    warmed up (--warmup calls and at least 0.5 s); then --iters rounds time --inner calls of every variant in turn
-   (interleaved, so drift hits all alike). Reported: median per-call time, ratios, and whether each variant's output
+   (interleaved, so drift hits all alike). Reported: median per-call time, ratios of medians, paired ratios (the
+   median over rounds of each round's ratio, with a 95% bootstrap interval: see paired.py), and whether each variant's output
    equals eager's (torch.testing.assert_close, float32 default tolerances) with the max |difference|. First calls
    here share one cache dir (a later variant may hit what an earlier one compiled): cold figures are part 2's.
 2. Disk cache, in fresh worker processes (this script with --worker): the nanoGPT block's first call with
@@ -52,6 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import thunderlab  # noqa: E402
+from paired import describe, paired_ratio  # noqa: E402
 from thunderlab.examples import EXAMPLES  # noqa: E402
 from torch._dynamo.utils import counters  # noqa: E402
 
@@ -59,7 +62,9 @@ P_TORCH = "dce,cse,claim{executors=torch},del"
 P_INDUCTOR = "dce,cse,claim{executors=inductor+torch},fuse,del"
 VARIANTS = {"eager": lambda f: f, "torch.compile": lambda f: torch.compile(f),
             "tl_torch": lambda f: thunderlab.jit(f, pipeline=P_TORCH),
-            "tl_inductor": lambda f: thunderlab.jit(f, pipeline=P_INDUCTOR, tiered=False)}
+            "tl_inductor": lambda f: thunderlab.jit(f, pipeline=P_INDUCTOR, tiered=False),
+            # the same, every call through TorchDynamo's frame machinery (what direct calls save)
+            "tl_inductor_via_dynamo": lambda f: thunderlab.jit(f, pipeline=P_INDUCTOR, tiered=False, direct=False)}
 
 
 def chain(x):  # 17 elementwise ops
@@ -124,12 +129,13 @@ def steady(name, fn, args, iters, inner, warmup):
             times[v].append((time.perf_counter() - t0) / inner)
     for v in live:
         res[v]["median_s"], res[v]["min_s"] = statistics.median(times[v]), min(times[v])
-    pairs = [("tl_inductor", "torch.compile"), ("tl_inductor", "eager"), ("tl_torch", "eager"),
-             ("torch.compile", "eager")]
+    pairs = [("tl_inductor", "torch.compile"), ("tl_inductor_via_dynamo", "torch.compile"), ("tl_inductor", "eager"),
+             ("tl_torch", "eager"), ("torch.compile", "eager")]
     ratios = {k: {f"{a}/{b}": res[a][k] / res[b][k] for a, b in pairs if k in res[a] and k in res[b]}
               for k in ("median_s", "min_s")}
+    paired = {f"{a}/{b}": paired_ratio(times[a], times[b]) for a, b in pairs if a in times and b in times}
     return {"case": name, "shapes": [list(a.shape) for a in args], "variants": res, "ratios": ratios["median_s"],
-            "ratios_of_min": ratios["min_s"]}
+            "ratios_of_min": ratios["min_s"], "paired_ratios": paired}
 
 
 def worker(mode, prewarm):
@@ -231,6 +237,9 @@ def print_table(cases, procs):
                   f"{str(r['equal_to_eager']):>6s} {r['max_abs_diff']:9.2e} {reg}")
         for k in ("ratios", "ratios_of_min"):
             print(f"  {k + ':':14s} " + ", ".join(f"{n}={v:.3f}" for n, v in c[k].items()))
+        print("  paired (median of per-round ratios [95% interval]):")
+        for n, p in c["paired_ratios"].items():
+            print(f"    {n:40s} {describe(p)}")
     print("\n== fresh processes (nanoGPT block, first call; medians; seconds)")
     for k, m in procs["medians"].items():
         print(f"{k:13s} " + "  ".join(f"{n.removesuffix('_s')}={v:.2f}" if isinstance(v, float) else f"{n}={v}"
@@ -263,8 +272,9 @@ def main():
     print_table(cases, procs)
     pr, tf = procs["ratios"], procs["runs"]["tiered"]
     ok = lambda v, lim: v is not None and v <= lim  # noqa: E731
-    targets = {f"{c['case']}: tl_inductor/torch.compile <= 1.0": ok(c["ratios"].get("tl_inductor/torch.compile"), 1)
-               for c in cases}
+    # the paired median: each round's two calls ran back to back, so the machine's drift cancels
+    targets = {f"{c['case']}: tl_inductor/torch.compile <= 1.0 (paired median)":
+               ok(c["paired_ratios"].get("tl_inductor/torch.compile", {}).get("median"), 1) for c in cases}
     targets.update({
         "all variants equal eager": all(r.get("equal_to_eager") for c in cases for r in c["variants"].values()),
         "disk cache warm/cold < 0.25 (raw)": ok(pr["warm/cold_raw"], 0.2499),

@@ -16,7 +16,8 @@ each on its own deep copy of the module (same weights, same input; eval() as the
                    more kernel on the torch executor, which a fusing executor would fold into its kernels).
 A step: loss = f(x).pow(2).mean(); loss.backward(); model.zero_grad(set_to_none=True). Each variant's first step
 (compilation) is timed, then it is warmed up (--warmup steps and at least 1 s); then --iters rounds time one step
-of every variant in turn (interleaved, so drift hits all alike). Reported: median (and min) per variant, ratios
+of every variant in turn (interleaved, so drift hits all alike). Reported: median (and min) per variant, paired
+ratios (the median over rounds of each round's ratio, with a 95% bootstrap interval: see paired.py), ratios
 of medians vs eager and vs torch.compile, and max |grad - eager grad| over the parameters.
 
 Saved-for-backward bytes, measured alike for every variant: one forward under saved_tensors_hooks, summing the
@@ -55,6 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import thunderlab  # noqa: E402
+from paired import describe, paired_ratio  # noqa: E402
 from thunderlab.examples import EXAMPLES  # noqa: E402
 
 VARIANTS = {
@@ -170,7 +172,10 @@ def measure(name, iters, warmup, device):
     med = {v: r["step_median_s"] for v, r in res.items() if "step_median_s" in r}
     ratios = {f"{v}/{b}": med[v] / med[b] for v in med for b in ("eager", "torch.compile", "dynamo_passthrough")
               if b in med}
-    return {"model": name, "input_shape": list(x.shape), "variants": res, "time_ratios": ratios}
+    paired = {f"{v}/{b}": paired_ratio(times[v], times[b]) for v in times for b in ("eager", "torch.compile")
+              if b in times and v != b}
+    return {"model": name, "input_shape": list(x.shape), "variants": res, "time_ratios": ratios,
+            "paired_ratios": paired}
 
 
 def print_table(results):
@@ -193,6 +198,8 @@ def print_table(results):
                   f"{r['process_max_rss_kib_after'] / 1024:10.1f}")
             if "error" in r:
                 print(f"  error: {r['error'][:200]}")
+        print("paired vs eager (median of per-round ratios [95% interval]): " + ", ".join(
+            f"{k.split('/')[0]} {describe(p)}" for k, p in c["paired_ratios"].items() if k.endswith("/eager")))
         tl = c["variants"].get("thunderlab", {}).get("record", {})
         if "remat_saved_bytes_before" in tl:
             print(f"remat (record): {mb(tl['remat_saved_bytes_before'])} -> {mb(tl['remat_saved_bytes_after'])} "

@@ -110,6 +110,22 @@ def test_hooks_keep_calls_on_dynamo_and_run():
     assert "hooks" in j.direct.why_not
 
 
+def test_global_module_hooks_keep_calls_on_dynamo():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    j = thunderlab.jit(m)
+    x = torch.randn(2, 4)
+    j(x)
+    j(x)
+    assert _direct(j) == 1
+    seen = []
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, args, out: seen.append(type(mod)))
+    try:
+        torch.testing.assert_close(j(x), m[1](m[0](x)))
+    finally:
+        handle.remove()
+    assert _direct(j) == 1 and seen and "hooks" in j.direct.why_not
+
+
 def test_graph_break_keeps_calls_on_dynamo():
     def f(x):
         y = x.sin()

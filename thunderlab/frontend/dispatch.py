@@ -33,10 +33,6 @@ except ImportError:  # pragma: no cover - another torch: calls go through Dynamo
 
 MISS = object()  # the call must go through Dynamo
 
-_GLOBAL_HOOKS = ("_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_hooks",
-                 "_global_forward_pre_hooks")
-_MODULE_HOOKS = ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks", "_forward_pre_hooks")
-
 
 def _target(fn, compiled) -> tuple[types.FunctionType, Any] | None:
     """The plain function whose frame Dynamo compiles for ``fn``, and the object bound as its first argument."""
@@ -132,9 +128,11 @@ class DirectCalls:
         stance = _eval_frame._stance
         if stance.stance != "default" or stance.backend is not None:
             return f"torch.compiler stance {stance.stance!r} is set"
-        if self.module is not None:
-            if any(getattr(self.module, h) for h in _MODULE_HOOKS) or any(getattr(_nn_module, h) for h in _GLOBAL_HOOKS):
-                return "the module has hooks, which run outside the captured graph"
+        m = self.module
+        if m is not None and (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+                              or _nn_module._global_forward_hooks or _nn_module._global_forward_pre_hooks
+                              or _nn_module._global_backward_hooks or _nn_module._global_backward_pre_hooks):
+            return "the module has hooks, which run outside the captured graph"
         return ""
 
     def _make(self, entry) -> tuple[str, Callable | None]:
