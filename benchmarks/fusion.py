@@ -9,7 +9,7 @@ with pipeline P_TORCH / P_INDUCTOR below (the torch executor only / Inductor fus
    tl_inductor (tiered=False: compiled before the first call returns), tl_inductor_via_dynamo (the same with
    direct=False: every call through TorchDynamo's frame machinery). Each variant's first call is timed, then it is
    warmed up (--warmup calls and at least 0.5 s); then --iters rounds time --inner calls of every variant in turn
-   (interleaved, so drift hits all alike). Reported: median per-call time, ratios of medians, paired ratios (the
+   (interleaved, so drift hits all alike; shuffled each round). Reported: median per-call time, ratios of medians, paired ratios (the
    median over rounds of each round's ratio, with a 95% bootstrap interval: see paired.py), and whether each variant's output
    equals eager's (torch.testing.assert_close, float32 default tolerances) with the max |difference|. First calls
    here share one cache dir (a later variant may hit what an earlier one compiled): cold figures are part 2's.
@@ -36,6 +36,7 @@ import importlib
 import json
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -121,8 +122,10 @@ def steady(name, fn, args, iters, inner, warmup):
         except Exception as e:  # report, keep the other variants
             r["error"] = f"{type(e).__name__}: {e}"
     times = {v: [] for v in live}
+    order, rng = list(live.items()), random.Random(0)
     for _ in range(iters):
-        for v, f in live.items():
+        rng.shuffle(order)  # a new order each round: no variant always runs after the same one
+        for v, f in order:
             t0 = time.perf_counter()
             for _ in range(inner):
                 f(*args)

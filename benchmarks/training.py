@@ -16,7 +16,8 @@ each on its own deep copy of the module (same weights, same input; eval() as the
                    more kernel on the torch executor, which a fusing executor would fold into its kernels).
 A step: loss = f(x).pow(2).mean(); loss.backward(); model.zero_grad(set_to_none=True). Each variant's first step
 (compilation) is timed, then it is warmed up (--warmup steps and at least 1 s); then --iters rounds time one step
-of every variant in turn (interleaved, so drift hits all alike). Reported: median (and min) per variant, paired
+of every variant in turn (interleaved, so drift hits all alike; shuffled each round, so no variant always runs
+after the same one). Reported: median (and min) per variant, paired
 ratios (the median over rounds of each round's ratio, with a 95% bootstrap interval: see paired.py), ratios
 of medians vs eager and vs torch.compile, and max |grad - eager grad| over the parameters.
 
@@ -42,6 +43,7 @@ import datetime
 import json
 import os
 import platform
+import random
 import resource
 import statistics
 import sys
@@ -151,8 +153,10 @@ def measure(name, iters, warmup, device):
         except Exception as e:  # report, keep the other variants
             r["error"] = f"{type(e).__name__}: {e}"
     times = {v: [] for v in live}
-    for _ in range(iters):  # interleaved, so that drift (e.g. compile workers winding down) hits all alike
-        for vname, (fn, model) in live.items():
+    order, rng = list(live.items()), random.Random(0)
+    for _ in range(iters):  # interleaved, so that drift (e.g. compile workers winding down) hits all alike,
+        rng.shuffle(order)  # in a new order each round, so that no variant always follows the same one
+        for vname, (fn, model) in order:
             times[vname].append(timed_step(fn, model, x, device))
     for vname, (fn, model) in live.items():
         r = res[vname]
