@@ -177,3 +177,20 @@ def test_last_traces_one_per_step():
     traces = thunderlab.last_traces(j)
     assert len(traces) == len(thunderlab.last_record(j).steps) == 1 + len(thunderlab.Pipeline.parse(thunderlab.DEFAULT_PIPELINE))
     assert all(t.name == "forward" for t in traces)
+
+
+def test_python_float_that_changes_is_specialized_per_value():
+    """After a float argument changes, Dynamo passes it as a 0-d tensor and reads it with .item():
+    each value gets a program of its own, keyed by the value."""
+    def f(x, scale):
+        return torch.tanh(x) * scale
+
+    from thunderlab.frontend.dynamo import _default_backend
+
+    cm = torch.compile(f, backend="thunderlab")
+    x = torch.randn(6)
+    for s in (1.0, 2.0, 3.0, 2.0, 0.5):
+        torch.testing.assert_close(cm(x, s), f(x, s))
+    graph = _default_backend.graphs[-1]
+    assert graph.value_inputs and not graph.static
+    assert graph.misses == 3 and graph.hits == 1  # 2.0, 3.0 and 0.5 each compiled once; 2.0 again is a hit

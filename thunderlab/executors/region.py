@@ -18,6 +18,10 @@ _pool_lock = threading.Lock()
 
 # regions whose first (torch) call ran and whose compile waits for the program call to return
 _PENDING: list["RegionRunner"] = []
+# A background compile starts this long after it is queued. The program call that queued it is
+# then still returning through a few frames (TorchDynamo's, the caller's); a compile that took the
+# interpreter lock at once would hold it for a switch interval (5 ms) at a time and slow that return.
+YIELD_S = 0.02
 
 
 def start_pending() -> None:
@@ -70,11 +74,13 @@ class RegionRunner:
         """Compile with the first call's inputs: in the background (tiered) or right here."""
         self._started = True
         if self._tiered:
-            background().submit(self._build, args)
+            background().submit(self._build, args, YIELD_S)
         else:
             self._build(args)
 
-    def _build(self, args) -> None:
+    def _build(self, args, after: float = 0.0) -> None:
+        if after:
+            time.sleep(after)  # lets the calling thread return before the compile takes the interpreter lock
         t0 = time.perf_counter()
         try:
             fn, source = self._compile(args)
