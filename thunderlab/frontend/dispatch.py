@@ -52,8 +52,9 @@ def _target(fn, compiled) -> tuple[types.FunctionType, Any] | None:
 class DirectCalls:
     """Runs calls of ``fn`` on the bytecode Dynamo made for it, checking Dynamo's guards itself.
 
-    ``compiled`` is ``torch.compile(fn, backend=backend)``; ``backend`` is the torch.compile backend the entries must come from. ``hits`` counts the
-    calls made directly; ``why_not`` says why the last call went through Dynamo.
+    ``compiled`` is ``torch.compile(fn, backend=backend)``; only cache entries made by ``backend``
+    are used. ``hits`` counts the calls made directly; ``why_not`` says why the last call went
+    through Dynamo.
     """
 
     def __init__(self, fn, compiled, backend: Callable):
@@ -136,7 +137,7 @@ class DirectCalls:
         return ""
 
     def _make(self, entry) -> tuple[str, Callable | None]:
-        """Whether ``entry`` is this backend's (a reason why it can't run directly, or "ok"), and its runner."""
+        """("", None) for another backend's entry; else "ok" and its runner, or why it can't run directly and None."""
         backend = getattr(entry.backend, "compiler_fn", entry.backend)
         code = entry.code
         if backend is not self.backend:
