@@ -206,3 +206,22 @@ def test_other_compiles_of_the_same_code_do_not_block_direct_calls():
         for fn, m in ((other, c), (ja, a), (jb, b)):
             torch.testing.assert_close(fn(x), m(x))
     assert _direct(ja) == 2 and _direct(jb) == 2
+
+
+def test_replacing_forward_after_compiling_runs_the_new_forward():
+    class Doubler(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    m = Doubler()
+    j = thunderlab.jit(m)
+    x = torch.randn(3)
+    j(x)
+    j(x)
+    m.forward = lambda x: x * 3  # an instance attribute, as some libraries patch modules
+    torch.testing.assert_close(j(x), x * 3)
+    del m.forward
+    torch.testing.assert_close(j(x), x * 2)
+    Doubler.forward = lambda self, x: x * 5
+    torch.testing.assert_close(j(x), x * 5)
+    assert "replaced" in j.direct.why_not

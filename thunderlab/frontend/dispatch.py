@@ -64,6 +64,8 @@ class DirectCalls:
         target = _target(fn, compiled) if _debug_get_cache_entry_list is not None else None
         self.func, self.bound = target if target is not None else (None, None)
         self.module = fn if isinstance(fn, torch.nn.Module) else None
+        # what the call would run: if the user swaps it, Dynamo compiles the new code and so must we
+        self._forward = type(fn).forward if self.module is not None else None
         # by id of the rewritten code (hashing a code object hashes its bytecode), kept alive beside:
         # (code, "" for another backend's entry or why it can't run directly, the runner or None)
         self._runnable: dict[int, tuple[types.CodeType, str, Callable | None]] = {}
@@ -129,7 +131,11 @@ class DirectCalls:
         stance = _eval_frame._stance
         if stance.stance != "default" or stance.backend is not None:
             return f"torch.compiler stance {stance.stance!r} is set"
+        if self.func.__code__ is not self.code:
+            return "the function's code was replaced"
         m = self.module
+        if m is not None and (type(m).forward is not self._forward or "forward" in m.__dict__):
+            return "the module's forward was replaced"
         if m is not None and (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
                               or _nn_module._global_forward_hooks or _nn_module._global_forward_pre_hooks
                               or _nn_module._global_backward_hooks or _nn_module._global_backward_pre_hooks):
