@@ -225,3 +225,16 @@ def test_replacing_forward_after_compiling_runs_the_new_forward():
     Doubler.forward = lambda self, x: x * 5
     torch.testing.assert_close(j(x), x * 5)
     assert "replaced" in j.direct.why_not
+
+
+def test_dynamo_reset_recompiles_instead_of_running_dropped_entries():
+    j = thunderlab.jit(lambda x: x.cos() + 1)
+    x = torch.randn(3)
+    j(x)
+    j(x)
+    assert _direct(j) == 1 and len(j.records) == 1
+    torch._dynamo.reset()
+    torch.testing.assert_close(j(x), x.cos() + 1)
+    assert len(j.records) == 2  # compiled again, through Dynamo
+    j(x)
+    assert _direct(j) == 2

@@ -26,6 +26,10 @@ import torch
 
 try:  # Dynamo's debugging interface: cache entries, each with its guard manager and rewritten code
     from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list, get_eval_frame_callback
+    try:
+        from torch._C._dynamo.eval_frame import _get_total_cache_entry_count as _entry_count
+    except ImportError:  # an older torch: the list is fetched on every call
+        _entry_count = None
     from torch._dynamo import eval_frame as _eval_frame
     from torch.nn.modules import module as _nn_module
 except ImportError:  # pragma: no cover - another torch: calls go through Dynamo
@@ -69,6 +73,7 @@ class DirectCalls:
         # by id of the rewritten code (hashing a code object hashes its bytecode), kept alive beside:
         # (code, "" for another backend's entry or why it can't run directly, the runner or None)
         self._runnable: dict[int, tuple[types.CodeType, str, Callable | None]] = {}
+        self._listed: tuple[int, list] | None = None  # (entry count, Dynamo's cache entries) when last fetched
         if self.func is None:
             self.why_not = "only plain functions, methods and nn.Modules with a forward method are called directly"
             return
@@ -108,7 +113,7 @@ class DirectCalls:
             frame_locals = bound.arguments
         for name, cell in self._free:
             frame_locals[name] = cell.cell_contents
-        for entry in _debug_get_cache_entry_list(self.code):
+        for entry in self._entries():
             known = self._runnable.get(id(entry.code))
             if known is None:
                 known = self._runnable[id(entry.code)] = (entry.code, *self._make(entry))
@@ -122,7 +127,20 @@ class DirectCalls:
                 self.hits += 1
                 return run(*lead, *args, **kwargs)
         self.why_not = "no cached graph's guards pass (Dynamo compiles a new one)"
+        self._listed = None  # Dynamo is about to add one
         return MISS
+
+    def _entries(self) -> list:
+        """Dynamo's cache entries for the code, fetched again only when their number changed.
+
+        Entries are appended by compiles (through Dynamo, after a miss here) and dropped by
+        ``torch._dynamo.reset()``; both change the count. Each entry's guards decide alone
+        whether it may run, so a list kept across calls chooses only among valid entries.
+        """
+        count = _entry_count(self.code) if _entry_count is not None else -1
+        if self._listed is None or count != self._listed[0] or count < 0:
+            self._listed = (count, _debug_get_cache_entry_list(self.code))
+        return self._listed[1]
 
     def _blocked(self) -> str:
         callback = get_eval_frame_callback()
