@@ -238,3 +238,21 @@ def test_dynamo_reset_recompiles_instead_of_running_dropped_entries():
     assert len(j.records) == 2  # compiled again, through Dynamo
     j(x)
     assert _direct(j) == 2
+
+
+def test_nested_outputs_train_through_direct_calls():
+    def f(x, w):
+        y = x @ w
+        return y.sin(), (y.cos(), {"a": y * 2})
+
+    j = thunderlab.jit(f)
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 2, requires_grad=True)
+    grads = []
+    for fn in (j, j, f):
+        a, (b, d) = fn(x, w)
+        (a.sum() + b.pow(2).sum() + d["a"].sum()).backward()
+        grads.append((x.grad, w.grad))
+        x.grad = w.grad = None
+    for g in grads[:2]:
+        torch.testing.assert_close(g, grads[2])
+    assert _direct(j) == 1

@@ -38,7 +38,7 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     for i, p in enumerate(leaves):
         position.setdefault(p.name, []).append(i)
     # everything below is decided here, once, from the traces' metadata: a call only moves tensors
-    flat = isinstance(structure, tuple) and len(structure) == len(leaves)  # the output is a tuple of tensors
+    flat = isinstance(structure, tuple) and all(isinstance(e, TensorProxy) for e in structure)  # a tuple of tensors
     non_diff = [i for i, p in enumerate(leaves) if not (p.dtype.is_floating_point or p.dtype.is_complex)]
     grad_slots = [position[name] for name in bw_trace.meta["grad_of"]]
     one_each = all(len(idx) == 1 for idx in grad_slots)
