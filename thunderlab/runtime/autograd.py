@@ -41,8 +41,6 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     flat = isinstance(structure, tuple) and all(isinstance(e, TensorProxy) for e in structure)  # a tuple of tensors
     non_diff = [i for i, p in enumerate(leaves) if not (p.dtype.is_floating_point or p.dtype.is_complex)]
     grad_slots = [position[name] for name in bw_trace.meta["grad_of"]]
-    one_each = all(len(idx) == 1 for idx in grad_slots)
-    first = [idx[0] for idx in grad_slots]
     tensor_slots = [i for i, p in enumerate(fw_trace.inputs) if isinstance(p, TensorProxy)]
     n_inputs = len(fw_trace.inputs)
     dense = tensor_slots == list(range(n_inputs))  # every input is a tensor: gradients need no placing
@@ -59,15 +57,12 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
 
         @staticmethod
         def backward(ctx, *grads):
-            if one_each:
-                gs = [grads[i].contiguous() for i in first]
-            else:
-                gs = []
-                for idx in grad_slots:
-                    g = grads[idx[0]]
-                    for j in idx[1:]:
-                        g = g + grads[j]
-                    gs.append(g.contiguous())
+            gs = []
+            for idx in grad_slots:  # an output returned more than once gets the sum of its gradients
+                g = grads[idx[0]]
+                for j in idx[1:]:
+                    g = g + grads[j]
+                gs.append(g.contiguous())
             result = bw(*ctx.saved_tensors, *gs)
             if dense:
                 return tuple(result)
