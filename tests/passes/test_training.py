@@ -193,3 +193,57 @@ def test_layer_norm_and_attention_keep_their_statistics_for_backward():
     captured = {b.id: b.sym.qualname for b in rec.steps[0].program.forward.bound_symbols}
     norms = [b for b in step.program.forward.bound_symbols if b.sym.name == "native_layer_norm"]
     assert all(captured[b.id] == "ltorch.layer_norm" for b in norms)
+
+
+def test_backward_frees_each_saved_tensor_after_its_last_use(monkeypatch):
+    """As eager autograd frees a node's saved tensors once it has run, the backward program drops
+    each saved tensor at its ``del``: the autograd context keeps none of them while it runs."""
+    import weakref
+
+    from thunderlab.ops import vjp_torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 4))
+    x = torch.randn(8, 16)
+    live_at_call = []
+    saved = []
+    original = vjp_torch.linear_backward.impl
+
+    def spy(*args):
+        live_at_call.append(sum(r() is not None for r in saved))
+        return original(*args)
+
+    monkeypatch.setattr(vjp_torch.linear_backward, "impl", spy)
+    j = thunderlab.jit(model, pipeline="dce,cse,autodiff,claim{executors=torch},del")
+
+    def pack(t):
+        if not isinstance(t, torch.nn.Parameter) and t is not x:
+            saved.append(weakref.ref(t))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = j(x).pow(2).mean()
+    n = len(saved)
+    live_at_call.clear()
+    loss.backward()
+    assert n == 3 and len(live_at_call) == 3  # the two ReLU outputs, and the output pow saved
+    assert live_at_call == [2, 1, 0]  # pow's was freed when its node ran; each ReLU output after its last use
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).pow(2).mean().backward()
+    for g, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(g, p.grad)
+
+
+def test_backward_twice_with_retain_graph_matches_eager():
+    model, ref, (x,) = _pair("mlp")
+    j = thunderlab.jit(model)
+    loss, loss_ref = j(x).pow(2).mean(), ref(x).pow(2).mean()
+    loss.backward(retain_graph=True)
+    loss.backward()  # the saved tensors were kept for the second pass
+    loss_ref.backward(retain_graph=True)
+    loss_ref.backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()  # as in eager: without retain_graph they are freed

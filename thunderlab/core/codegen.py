@@ -127,11 +127,14 @@ def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
 
 
 def python(trace: Trace, *, source: bool = True, comments: bool = True, imports: bool = True,
-           header: str | None = None, printer: Printer | None = None, regions: bool = True) -> str:
+           header: str | None = None, printer: Printer | None = None, regions: bool = True,
+           packed: bool = False) -> str:
     """The trace as Python source: stable names, one statement per bound symbol.
 
     Fusion regions print as functions of their own above the trace (``regions=False``
-    leaves them out, for executors that supply compiled regions instead).
+    leaves them out, for executors that supply compiled regions instead). ``packed=True``
+    makes the function take its inputs as one list, which it unpacks and empties: the
+    caller then holds no reference, so each input is freed at its ``del``, not at return.
     """
     p = printer or Printer()
     lines: list[str] = []
@@ -147,7 +150,13 @@ def python(trace: Trace, *, source: bool = True, comments: bool = True, imports:
                 lines.append(f"# fusion region {b.sym.name}: {len(b.subsymbols)} calls, run by {b.executor}")
                 lines.append(python(region_trace(b), source=source, comments=comments, imports=False, printer=p))
     params = ", ".join(p.value(i) for i in trace.inputs)
-    lines.append(f"def {trace.name}({params}):")
+    if packed:
+        lines.append(f"def {trace.name}(_inputs):")
+        if trace.inputs:
+            lines.append(f"    {params}{',' if len(trace.inputs) == 1 else ''} = _inputs")
+        lines.append("    _inputs.clear()")
+    else:
+        lines.append(f"def {trace.name}({params}):")
     if comments:
         for i in trace.inputs:
             lines.append(f"    # {i.name}: {i.type_string()}")
@@ -171,8 +180,8 @@ def default_namespace() -> dict:
     return dict(NAMESPACE)
 
 
-def to_callable(trace: Trace, namespace: dict | None = None, *, impls: dict | None = None):
-    """Compile the printed trace into a Python function.
+def to_callable(trace: Trace, namespace: dict | None = None, *, impls: dict | None = None, packed: bool = False):
+    """Compile the printed trace into a Python function (``packed``: see :func:`python`).
 
     ``namespace`` replaces the default globals; ``impls`` maps a symbol's qualname
     (``ltorch.linear``) to the function that should run it, which is how executors bind
@@ -182,7 +191,8 @@ def to_callable(trace: Trace, namespace: dict | None = None, *, impls: dict | No
     for bsym in trace.bound_symbols:  # opaque calls with no importable name
         if "." not in bsym.sym.qualname:
             p.constants.setdefault(bsym.sym.qualname, bsym.sym.impl)
-    src = python(trace, source=False, comments=False, imports=False, printer=p, regions=impls is None)
+    src = python(trace, source=False, comments=False, imports=False, printer=p, regions=impls is None,
+                 packed=packed)
     g = dict(namespace if namespace is not None else default_namespace())
     g.update(p.constants)
     if impls:

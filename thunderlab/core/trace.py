@@ -159,10 +159,10 @@ class Trace:
 
         return python(self, **options)
 
-    def callable(self, namespace: dict | None = None, *, impls: dict | None = None):
+    def callable(self, namespace: dict | None = None, *, impls: dict | None = None, packed: bool = False):
         from .codegen import to_callable
 
-        return to_callable(self, namespace, impls=impls)
+        return to_callable(self, namespace, impls=impls, packed=packed)
 
     def __str__(self) -> str:
         return self.python()

@@ -48,8 +48,11 @@ def get_executor(name: str) -> Executor:
         raise KeyError(f"unknown executor {name!r}; valid executors: {', '.join(sorted(EXECUTORS))}") from None
 
 
-def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, options: dict | None = None):
+def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, options: dict | None = None,
+         packed: bool = False):
     """Compile ``trace`` into a function whose calls run on their claiming executors.
+
+    ``packed=True``: the function takes its inputs as one list and empties it (see codegen.python).
 
     Fusion regions are bound by their executor; pass ``regions`` (a dict) to receive the
     callable of each region by name (the runtime times them and shows their kernels).
@@ -68,4 +71,4 @@ def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, o
         prev = impls.setdefault(b.sym.qualname, fn)
         if prev is not fn:
             raise ValueError(f"{b.sym.qualname} is claimed by two executors in one trace; give one of them a region")
-    return trace.callable(impls=impls)
+    return trace.callable(impls=impls, packed=packed)

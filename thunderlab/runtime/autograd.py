@@ -31,7 +31,9 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     """A function running ``program``'s forward under autograd, with its backward as the gradient."""
     fw_trace, bw_trace = program.forward, program.traces["backward"]
     fw = bind(fw_trace, regions=regions, options=options)
-    bw = bind(bw_trace, regions=regions, options=options)
+    # the backward takes its inputs as one list it empties, so that each saved tensor is freed after
+    # its last use, as eager autograd frees a node's saved tensors once the node has run
+    bw = bind(bw_trace, regions=regions, options=options, packed=True)
     structure = fw_trace.output[0]
     leaves = [p for p in tree_flatten(structure) if isinstance(p, TensorProxy)]
     position = {}
@@ -63,7 +65,10 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
                 for j in idx[1:]:
                     g = g + grads[j]
                 gs.append(g.contiguous())
-            result = bw(*ctx.saved_tensors, *gs)
+            inputs = [*ctx.saved_tensors, *gs]
+            del gs, grads
+            ctx.maybe_clear_saved_tensors()  # drops ctx's references; a no-op under retain_graph=True
+            result = bw(inputs)
             if dense:
                 return tuple(result)
             out = [None] * n_inputs
