@@ -256,3 +256,43 @@ def test_nested_outputs_train_through_direct_calls():
     for g in grads[:2]:
         torch.testing.assert_close(g, grads[2])
     assert _direct(j) == 1
+
+
+def test_direct_calls_reach_the_graph_without_dynamo_wrappers_and_keep_profiler_markers():
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    j = thunderlab.jit(m)
+    x = torch.randn(2, 8)
+    j(x)
+    seen = []
+    for g in j.backend.graphs:  # the graph is entered from the direct call's bytecode, not from Dynamo's wrapper
+        original = g.__class__.__call__
+
+        def spy(self, *args, _original=original):
+            import inspect
+            seen.append(inspect.stack()[1].function)
+            return _original(self, *args)
+
+        g.__class__.__call__ = spy
+    try:
+        torch.testing.assert_close(j(x), m(x))
+    finally:
+        for g in j.backend.graphs:
+            g.__class__.__call__ = original
+    assert _direct(j) == 1 and seen and "_fn" not in seen  # _fn: torch._dynamo.disable's wrapper
+    with torch.profiler.profile() as prof:
+        j(x)
+    assert _direct(j) == 2
+    assert any(e.name == "Pregraph bytecode" for e in prof.events())
+
+
+def test_dynamo_run_only_mode_goes_through_dynamo():
+    j = thunderlab.jit(lambda x: x.cos() + 1)
+    x = torch.randn(3)
+    j(x)
+
+    @torch._dynamo.run
+    def run_only(v):
+        return j(v)
+
+    torch.testing.assert_close(run_only(x), x.cos() + 1)
+    assert _direct(j) == 0 and "frame hook" in j.direct.why_not

@@ -31,11 +31,35 @@ try:  # Dynamo's debugging interface: cache entries, each with its guard manager
     except ImportError:  # an older torch: the list is fetched on every call
         _entry_count = None
     from torch._dynamo import eval_frame as _eval_frame
+    from torch._dynamo import utils as _dynamo_utils
     from torch.nn.modules import module as _nn_module
 except ImportError:  # pragma: no cover - another torch: calls go through Dynamo
     _debug_get_cache_entry_list = None
 
 MISS = object()  # the call must go through Dynamo
+
+_UTILS = "__import_torch_dot__dynamo_dot_utils"  # the global by which Dynamo's bytecode reaches torch._dynamo.utils
+
+
+class _DirectUtils:
+    """``torch._dynamo.utils`` as a direct call's bytecode sees it: the "Pregraph bytecode" profiler
+    marker is made only while a profiler runs (Dynamo's own version costs a context manager per call);
+    every other name is the module's."""
+
+    def __getattr__(self, name):
+        return getattr(_dynamo_utils, name)
+
+    @staticmethod
+    def record_pregraph_bytecode_enter():
+        return _dynamo_utils.record_pregraph_bytecode_enter() if torch.autograd.profiler._is_profiler_enabled else None
+
+    @staticmethod
+    def record_pregraph_bytecode_exit(cm) -> None:
+        if cm is not None:
+            _dynamo_utils.record_pregraph_bytecode_exit(cm)
+
+
+_DIRECT_UTILS = _DirectUtils()
 
 
 def _target(fn, compiled) -> tuple[types.FunctionType, Any] | None:
@@ -144,7 +168,7 @@ class DirectCalls:
 
     def _blocked(self) -> str:
         callback = get_eval_frame_callback()
-        if callback is not None and callback is not False:
+        if callback is not None:  # a frame being compiled, or torch._dynamo.run()'s run-only mode (False)
             return "called while TorchDynamo's frame hook is active"
         stance = _eval_frame._stance
         if stance.stance != "default" or stance.backend is not None:
@@ -171,6 +195,31 @@ class DirectCalls:
         if code.co_cellvars or code.co_freevars != self.code.co_freevars:
             return "the function defines closures over its locals", None
         f = self.func
-        run = types.FunctionType(code, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+        run = types.FunctionType(self._unwrapped(code, f.__globals__), f.__globals__, f.__name__, f.__defaults__,
+                                 f.__closure__)
         run.__kwdefaults__ = f.__kwdefaults__
         return "ok", run
+
+    def _unwrapped(self, code: types.CodeType, globals_: dict) -> types.CodeType:
+        """``code`` calling our compiled graphs as they are, not through Dynamo's disable-wrapper.
+
+        Dynamo's bytecode calls each graph through ``torch._dynamo.disable``, which removes the frame
+        hook while the graph runs; a direct call runs with no hook set (``_blocked``), so the wrapper
+        would only set it to None and back. The graph is reached under a name of its own, installed
+        beside Dynamo's in the same globals; Dynamo's utils module under another (see _DirectUtils).
+        """
+        graphs = getattr(self.backend, "graphs", ())
+        renames = {}
+        for name in code.co_names:
+            wrapped = globals_.get(name) if name.startswith("__compiled_fn") else None
+            inner = getattr(wrapped, "_torchdynamo_orig_callable", None)
+            if getattr(wrapped, "_torchdynamo_disable", False) and any(inner is g for g in graphs):
+                renames[name] = f"__thunderlab_direct{name}"
+                globals_[renames[name]] = inner
+            elif name == _UTILS and name in globals_:
+                renames[name] = "__thunderlab_direct_dynamo_utils"
+                globals_[renames[name]] = _DIRECT_UTILS
+        if not renames:
+            return code
+        return code.replace(co_names=tuple(renames.get(n, n) for n in code.co_names))
+
