@@ -247,3 +247,30 @@ def test_backward_twice_with_retain_graph_matches_eager():
         torch.testing.assert_close(p.grad, q.grad)
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         loss.backward()  # as in eager: without retain_graph they are freed
+
+
+def _saved_storage_bytes(fn, x) -> int:
+    """Bytes of the unique storages autograd saves for backward in one forward (as benchmarks/training.py)."""
+    fn(x).pow(2).mean().backward()  # compiled first: TorchDynamo's tracing packs fake tensors too
+    seen = {}
+
+    def pack(t):
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(x).pow(2).mean().backward()
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize("name,pipeline", [
+    ("mlp", "dce,cse,autodiff,remat,claim{executors=torch},del"),
+    ("nanogpt_block", "dce,cse,autodiff,remat,claim{executors=torch},del"),
+    ("nanogpt_block", "dce,cse,autodiff,remat{recompute=all},claim{executors=torch},del"),
+])
+def test_saved_for_backward_is_at_most_eagers(name, pipeline):
+    model, ref, (x,) = _pair(name)
+    ours, eager = _saved_storage_bytes(thunderlab.jit(model, pipeline=pipeline), x), _saved_storage_bytes(ref, x)
+    assert ours <= eager, f"{name}: thunderlab saves {ours} bytes for backward, eager {eager}"
+    if "recompute=all" in pipeline:
+        assert ours < eager

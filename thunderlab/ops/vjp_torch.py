@@ -337,7 +337,8 @@ def _(b, g):
     bias = _arg(b, 2, "bias")
     if a.ndim < 2 or g.ndim < 2:
         return _linear_by_prims(b, g)  # vectors: the general rule
-    ga, gw, gb = linear_backward(g, a, w, a.requires_grad, _is_t(bias))
+    # the weight is read only for the input's gradient: without one it is not saved for backward
+    ga, gw, gb = linear_backward(g, a, w if a.requires_grad else None, a.requires_grad, _is_t(bias))
     return [(a, ga), (w, gw), (bias, gb)]
 
 
