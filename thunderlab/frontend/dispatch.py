@@ -7,7 +7,9 @@ the meaning and drops the cost: it evaluates the guards of the function's cache 
 (Dynamo's guard managers, the same checks in the same order, a few microseconds), and when one
 passes it runs that entry's rewritten bytecode as a plain function. That bytecode is what
 Dynamo would run: it reads the graph's inputs, calls the compiled graph and rebuilds the
-outputs, replaying any side effects.
+outputs, replaying any side effects. Two of its calls are shortened, as they do nothing on this
+path: the compiled graph is called without Dynamo's disable-wrapper (no frame hook is set to
+remove), and the "Pregraph bytecode" profiler marker is made only while a profiler runs.
 
 A call goes through Dynamo instead whenever the shortcut could differ from it: no cache entry's
 guards pass (Dynamo recompiles; entries of other backends are skipped, as Dynamo skips them), its bytecode resumes
