@@ -31,8 +31,14 @@ are the memory figure. As a labelled extra, the process max RSS (resource.getrus
 monotonic) is recorded before and after each variant's build and warm-up. With --device cuda,
 torch.cuda.max_memory_allocated over one step is recorded too.
 
+Instructions (--instructions N, off by default): each of INSTRUCTION_VARIANTS runs N steps under valgrind's
+callgrind (torch.utils.benchmark's collect_callgrind, one thread, in a subprocess each), which counts the
+instructions a step executes. A count does not drift with the machine's load as times do, so it tells a change
+in the work done from noise; it does not see what costs time without instructions (cache misses, other
+threads). Needs valgrind (apt-get install valgrind); a few minutes per variant.
+
 Run:  .venv/bin/python benchmarks/training.py [--models nanogpt_block,llama_block,mlp] [--iters 50]
-      [--warmup 5] [--device cpu] [--out PATH]
+      [--warmup 5] [--device cpu] [--instructions N] [--out PATH]
 """
 
 from __future__ import annotations
@@ -45,9 +51,11 @@ import os
 import platform
 import random
 import resource
+import shutil
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/thunderlab_bench_inductor_cache")
@@ -182,6 +190,33 @@ def measure(name, iters, warmup, device):
             "paired_ratios": paired}
 
 
+INSTRUCTION_VARIANTS = ("eager", "dynamo_passthrough", "thunderlab")
+
+
+def instructions(name: str, number: int) -> dict:
+    """Instructions per training step of each of INSTRUCTION_VARIANTS, counted by callgrind (see the docstring)."""
+    if shutil.which("valgrind") is None:
+        return {"error": "valgrind not found; install it (apt-get install valgrind) to count instructions"}
+    from torch.utils.benchmark import Timer
+
+    # collect_callgrind runs `python` from PATH in a subprocess under valgrind: make it this interpreter
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+
+    def count(variant: str) -> float:
+        setup = "\n".join([
+            "import sys", f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})", "import training",
+            f"model, (x,) = training.EXAMPLES[{name!r}]()", f"fn = training.VARIANTS[{variant!r}](model)",
+            "for _ in range(10): training.step(fn, model, x)"])
+        stats = Timer("training.step(fn, model, x)", setup=setup).collect_callgrind(number=number,
+                                                                                  collect_baseline=False)
+        return stats.counts(denoise=True) / number
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(INSTRUCTION_VARIANTS), os.cpu_count() or 1))) as pool:
+        counts = dict(zip(INSTRUCTION_VARIANTS, pool.map(count, INSTRUCTION_VARIANTS)))
+    return {"steps": number, "per_step": counts,
+            "ratios": {f"{v}/eager": counts[v] / counts["eager"] for v in INSTRUCTION_VARIANTS if v != "eager"}}
+
+
 def print_table(results):
     mb = lambda b: "-" if b is None else f"{b / 2**20:8.2f}"  # noqa: E731
     for c in results:
@@ -204,6 +239,11 @@ def print_table(results):
                 print(f"  error: {r['error'][:200]}")
         print("paired vs eager (median of per-round ratios [95% interval]): " + ", ".join(
             f"{k.split('/')[0]} {describe(p)}" for k, p in c["paired_ratios"].items() if k.endswith("/eager")))
+        ins = c.get("instructions")
+        if ins is not None:
+            print("instructions per step (callgrind, one thread): " + (ins["error"] if "error" in ins else ", ".join(
+                f"{v} {n / 1e6:.3f} M" + (f" ({ins['ratios'][f'{v}/eager']:.3f}x eager)" if v != "eager" else "")
+                for v, n in ins["per_step"].items())))
         tl = c["variants"].get("thunderlab", {}).get("record", {})
         if "remat_saved_bytes_before" in tl:
             print(f"remat (record): {mb(tl['remat_saved_bytes_before'])} -> {mb(tl['remat_saved_bytes_after'])} "
@@ -220,6 +260,8 @@ def main():
     ap.add_argument("--iters", type=int, default=50, help="timed steps per median")
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps after the first")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--instructions", type=int, default=0, metavar="N",
+                    help="also count instructions per step over N steps under callgrind (0: off)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "training.json"))
     a = ap.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -229,6 +271,11 @@ def main():
             setattr(torch._dynamo.config, k, 64)
     t0 = time.perf_counter()
     results = [measure(m.strip(), a.iters, a.warmup, a.device) for m in a.models.split(",") if m.strip()]
+    if a.instructions > 0:
+        for r in results:
+            print(f"counting instructions: {r['model']} ({len(INSTRUCTION_VARIANTS)} variants under callgrind)",
+                  flush=True)
+            r["instructions"] = instructions(r["model"], a.instructions)
     print_table(results)
     report = {
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
@@ -237,7 +284,7 @@ def main():
             "processor": platform.processor(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "device": a.device, "cuda": torch.cuda.get_device_name() if a.device == "cuda" else None,
         },
-        "settings": {"iters": a.iters, "warmup": a.warmup, "models": a.models,
+        "settings": {"iters": a.iters, "warmup": a.warmup, "models": a.models, "instructions": a.instructions,
                      "inductor_cache_dir": os.environ["TORCHINDUCTOR_CACHE_DIR"], "loss": "out.pow(2).mean()"},
         "memory_note": ("peak memory is not measured on CPU; saved_hook = unique storages packed for backward "
                         "(saved_tensors_hooks); process_max_rss_kib_after = resource.getrusage max RSS, process-wide "
