@@ -31,14 +31,16 @@ are the memory figure. As a labelled extra, the process max RSS (resource.getrus
 monotonic) is recorded before and after each variant's build and warm-up. With --device cuda,
 torch.cuda.max_memory_allocated over one step is recorded too.
 
-Instructions (--instructions N, off by default): each of INSTRUCTION_VARIANTS runs N steps under valgrind's
-callgrind (torch.utils.benchmark's collect_callgrind, one thread, in a subprocess each), which counts the
+Instructions (--instructions N, off by default): for each model in --instruction-models (default mlp: under
+valgrind a step runs about fifty times slower, and a transformer block's compile and warm-up alone take a quarter
+of an hour), each of INSTRUCTION_VARIANTS runs N steps under valgrind's callgrind
+(torch.utils.benchmark's collect_callgrind, one thread, in a subprocess each), which counts the
 instructions a step executes. A count does not drift with the machine's load as times do, so it tells a change
 in the work done from noise; it does not see what costs time without instructions (cache misses, other
 threads). Needs valgrind (apt-get install valgrind); a few minutes per variant.
 
 Run:  .venv/bin/python benchmarks/training.py [--models nanogpt_block,llama_block,mlp] [--iters 50]
-      [--warmup 5] [--device cpu] [--instructions N] [--out PATH]
+      [--warmup 5] [--device cpu] [--instructions N [--instruction-models mlp]] [--out PATH]
 """
 
 from __future__ import annotations
@@ -206,7 +208,7 @@ def instructions(name: str, number: int) -> dict:
         setup = "\n".join([
             "import sys", f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})", "import training",
             f"model, (x,) = training.EXAMPLES[{name!r}]()", f"fn = training.VARIANTS[{variant!r}](model)",
-            "for _ in range(10): training.step(fn, model, x)"])
+            "for _ in range(3): training.step(fn, model, x)"])
         stats = Timer("training.step(fn, model, x)", setup=setup).collect_callgrind(number=number,
                                                                                   collect_baseline=False)
         return stats.counts(denoise=True) / number
@@ -262,6 +264,7 @@ def main():
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--instructions", type=int, default=0, metavar="N",
                     help="also count instructions per step over N steps under callgrind (0: off)")
+    ap.add_argument("--instruction-models", default="mlp", help="comma-separated models whose instructions are counted")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "training.json"))
     a = ap.parse_args()
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -272,7 +275,8 @@ def main():
     t0 = time.perf_counter()
     results = [measure(m.strip(), a.iters, a.warmup, a.device) for m in a.models.split(",") if m.strip()]
     if a.instructions > 0:
-        for r in results:
+        counted = {m.strip() for m in a.instruction_models.split(",")}
+        for r in (r for r in results if r["model"] in counted):
             print(f"counting instructions: {r['model']} ({len(INSTRUCTION_VARIANTS)} variants under callgrind)",
                   flush=True)
             r["instructions"] = instructions(r["model"], a.instructions)
@@ -285,6 +289,7 @@ def main():
             "device": a.device, "cuda": torch.cuda.get_device_name() if a.device == "cuda" else None,
         },
         "settings": {"iters": a.iters, "warmup": a.warmup, "models": a.models, "instructions": a.instructions,
+                     "instruction_models": a.instruction_models if a.instructions else None,
                      "inductor_cache_dir": os.environ["TORCHINDUCTOR_CACHE_DIR"], "loss": "out.pow(2).mean()"},
         "memory_note": ("peak memory is not measured on CPU; saved_hook = unique storages packed for backward "
                         "(saved_tensors_hooks); process_max_rss_kib_after = resource.getrusage max RSS, process-wide "
