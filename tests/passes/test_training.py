@@ -274,3 +274,13 @@ def test_saved_for_backward_is_at_most_eagers(name, pipeline):
     assert ours <= eager, f"{name}: thunderlab saves {ours} bytes for backward, eager {eager}"
     if "recompute=all" in pipeline:
         assert ours < eager
+
+
+def test_torch_func_grad_through_a_jitted_function_matches_eager():
+    def f(x, w):
+        return torch.nn.functional.linear(x, w).sin().sum()
+
+    j = thunderlab.jit(f)
+    x, w = torch.randn(2, 4), torch.randn(3, 4, requires_grad=True)
+    j(x, w).backward()  # compiled for training first; torch.func.grad then runs under a functorch transform
+    torch.testing.assert_close(torch.func.grad(lambda w: j(x, w))(w.detach()), torch.func.grad(lambda w: f(x, w))(w.detach()))
