@@ -4,16 +4,17 @@ Two cases, measured in one process:
   * nanogpt: thunderlab.examples.NanoGPTBlock on a (4, 64, 256) float32 input, under torch.no_grad();
   * tiny:    `lambda x: x + 1` on a (4,) tensor, where per-call overhead dominates.
 
+Variants: eager; passthrough (torch.compile with a backend that returns gm.forward: what TorchDynamo's
+capture and frame machinery cost alone); thunderlab (thunderlab.jit on the torch executor, direct calls on).
 For each case:
-  * eager       per-call time (median of --repeat samples; a sample is the mean over a loop of calls);
-  * passthrough torch.compile with a backend that returns gm.forward: first call (after
-                torch._dynamo.reset() and gc.collect(), median of --cold samples after one discarded) and steady-state per call;
-  * thunderlab  thunderlab.jit: first call (after torch._dynamo.reset()), steady state per call,
-                its own share of the first call (first call minus pass-through first call, and the
-                sum of per-pass seconds in thunderlab.last_record(jfn).steps), and the time to re-run
-                the pass pipeline on the captured trace with thunderlab.rerun(rec), if available.
-Ratios: thunderlab steady / eager and / passthrough; (thunderlab - passthrough) and
-(passthrough - eager) per call in microseconds.
+  * first call of passthrough and thunderlab: torch._dynamo.reset(), gc.collect(), build, call once;
+    --cold rounds after one discarded, the two variants in a new order each round. thunderlab's own share
+    is the median over rounds of (thunderlab - passthrough) in the same round, beside the sum of the
+    record's per-pass seconds and the time to re-run the pass pipeline on the captured trace
+    (thunderlab.rerun, median of 5);
+  * per call, steady state: --repeat rounds, each taking one sample of every variant in a new order (a
+    sample is the mean over a loop of calls); medians, and paired ratios (median over rounds of each
+    round's ratio, with a 95% bootstrap interval: see paired.py), which cancel the machine's drift.
 
 One throw-away compile runs before any measurement so that first-call numbers exclude the one-time
 import cost of torch._dynamo. The thread count is left at torch's default.
@@ -29,6 +30,7 @@ import gc
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -38,94 +40,84 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
-try:
-    import thunderlab
-    from thunderlab.examples import NanoGPTBlock
+import thunderlab  # noqa: E402
+from paired import describe, paired_ratio  # noqa: E402
+from thunderlab.examples import NanoGPTBlock  # noqa: E402
 
-    if not hasattr(thunderlab, "jit"):
-        raise ImportError("thunderlab has no attribute 'jit' yet")
-    THUNDERLAB_ERROR = None
-except Exception as e:  # ImportError etc.: the compiler is written in parallel; still measure eager and passthrough
-    thunderlab = None
-    THUNDERLAB_ERROR = f"thunderlab is not importable: {e}"
-    if "NanoGPTBlock" not in globals():
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("_examples", ROOT / "thunderlab" / "examples.py")
-        _ex = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(_ex)
-        NanoGPTBlock = _ex.NanoGPTBlock
+# the compiler's own cost, on the torch executor (benchmarks/fusion.py measures the fusion executors)
+PIPELINE = "dce,cse,autodiff,remat,claim{executors=torch},del"
 
 
 def passthrough(gm, example_inputs):
     return gm.forward
 
 
-def per_call(fn, args, repeat, inner, warmup=5):
-    """Median over `repeat` samples of the mean time of `inner` back-to-back calls (seconds)."""
-    for _ in range(warmup):
+def sample(fn, args, inner):
+    """Mean seconds of `inner` back-to-back calls."""
+    t0 = time.perf_counter()
+    for _ in range(inner):
         fn(*args)
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn(*args)
-        samples.append((time.perf_counter() - t0) / inner)
-    return statistics.median(samples)
+    return (time.perf_counter() - t0) / inner
 
 
-def first_call(make, args, cold):
-    """Median over `cold` samples of: reset dynamo, build the compiled callable, call it once.
-    One extra leading sample is discarded: it pays one-time code-path warm-up, not compile work."""
-    samples, fn = [], None
-    for _ in range(cold + 1):
-        torch._dynamo.reset()
-        gc.collect()
-        t0 = time.perf_counter()
-        fn = make()
-        fn(*args)
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples[1:]), fn
-
-
-# the compiler's own cost, on the torch executor (benchmarks/fusion.py measures the fusion executors)
-PIPELINE = "dce,cse,autodiff,remat,claim{executors=torch},del"
+def first_call(make, args):
+    """Seconds to reset Dynamo, build the compiled callable and call it once."""
+    torch._dynamo.reset()
+    gc.collect()
+    t0 = time.perf_counter()
+    fn = make()
+    fn(*args)
+    return time.perf_counter() - t0, fn
 
 
 def measure(name, fn, args, repeat, inner, cold):
-    r = {"case": name}
-    r["eager_s"] = per_call(fn, args, repeat, inner)
-    r["passthrough_first_s"], pfn = first_call(lambda: torch.compile(fn, backend=passthrough), args, cold)
-    r["passthrough_steady_s"] = per_call(pfn, args, repeat, inner)
-    if thunderlab is not None:
-        try:
-            r["thunderlab_first_s"], jfn = first_call(lambda: thunderlab.jit(fn, pipeline=PIPELINE), args, cold)
-            r["thunderlab_steady_s"] = per_call(jfn, args, repeat, inner)
-            r["thunderlab_own_first_s"] = r["thunderlab_first_s"] - r["passthrough_first_s"]
-            rec = thunderlab.last_record(jfn) if hasattr(thunderlab, "last_record") else None
-            if rec is not None:
-                r["thunderlab_pass_sum_s"] = sum(s.seconds for s in rec.steps)
-                if hasattr(thunderlab, "rerun"):
-                    times = []
-                    for _ in range(5):
-                        t0 = time.perf_counter()
-                        thunderlab.rerun(rec)
-                        times.append(time.perf_counter() - t0)
-                    r["thunderlab_rerun_s"] = statistics.median(times)
-                else:
-                    r["note"] = "thunderlab.rerun does not exist yet; rerun column skipped"
-            else:
-                r["note"] = "thunderlab.last_record unavailable or returned None"
-        except Exception as e:  # report, keep the other numbers
-            r["thunderlab_error"] = f"{type(e).__name__}: {e}"
+    rng = random.Random(0)
+    makers = {"passthrough": lambda: torch.compile(fn, backend=passthrough),
+              "thunderlab": lambda: thunderlab.jit(fn, pipeline=PIPELINE)}
+    firsts = {v: [] for v in makers}
+    for i in range(cold + 1):  # the first round pays one-time code-path warm-up, not compile work: discarded
+        for v in rng.sample(list(makers), len(makers)):
+            t, _ = first_call(makers[v], args)
+            if i:
+                firsts[v].append(t)
+    torch._dynamo.reset()  # both compiled anew for the steady state, side by side
+    live = {"eager": fn, "passthrough": makers["passthrough"](), "thunderlab": makers["thunderlab"]()}
+    for f in live.values():  # compile and warm up
+        for _ in range(5):
+            f(*args)
+    jfn = live["thunderlab"]
+    times = {v: [] for v in live}
+    for _ in range(repeat):
+        for v in rng.sample(list(live), len(live)):
+            times[v].append(sample(live[v], args, inner))
+    own = [t - p for t, p in zip(firsts["thunderlab"], firsts["passthrough"])]
+    r = {"case": name, "eager_s": statistics.median(times["eager"]),
+         "passthrough_first_s": statistics.median(firsts["passthrough"]),
+         "passthrough_steady_s": statistics.median(times["passthrough"]),
+         "thunderlab_first_s": statistics.median(firsts["thunderlab"]),
+         "thunderlab_steady_s": statistics.median(times["thunderlab"]),
+         "thunderlab_own_first_s": statistics.median(own),
+         "thunderlab_direct_calls": jfn.cache_info["direct_calls"]}
+    rec = thunderlab.last_record(jfn)
+    r["thunderlab_pass_sum_s"] = sum(s.seconds for s in rec.steps)
+    reruns = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        thunderlab.rerun(rec)
+        reruns.append(time.perf_counter() - t0)
+    r["thunderlab_rerun_s"] = statistics.median(reruns)
     us = 1e6
-    ratios = {"passthrough_minus_eager_us": (r["passthrough_steady_s"] - r["eager_s"]) * us}
-    if "thunderlab_steady_s" in r:
-        ratios["thunderlab_over_eager"] = r["thunderlab_steady_s"] / r["eager_s"]
-        ratios["thunderlab_over_passthrough"] = r["thunderlab_steady_s"] / r["passthrough_steady_s"]
-        ratios["thunderlab_minus_passthrough_us"] = (r["thunderlab_steady_s"] - r["passthrough_steady_s"]) * us
-    r["ratios"] = ratios
+    r["ratios"] = {
+        "passthrough_minus_eager_us": (r["passthrough_steady_s"] - r["eager_s"]) * us,
+        "thunderlab_minus_passthrough_us": (r["thunderlab_steady_s"] - r["passthrough_steady_s"]) * us,
+        "thunderlab_over_eager": r["thunderlab_steady_s"] / r["eager_s"],
+        "thunderlab_over_passthrough": r["thunderlab_steady_s"] / r["passthrough_steady_s"],
+    }
+    r["paired_ratios"] = {"thunderlab/eager": paired_ratio(times["thunderlab"], times["eager"]),
+                          "thunderlab/passthrough": paired_ratio(times["thunderlab"], times["passthrough"]),
+                          "passthrough/eager": paired_ratio(times["passthrough"], times["eager"])}
     return r
 
 
@@ -153,9 +145,8 @@ def print_table(results):
         print(f"{label:34s}" + "".join(cells))
     for r in results:
         print(f"{r['case']}: " + ", ".join(f"{k}={v:.3f}" for k, v in r["ratios"].items()))
-        for k in ("note", "thunderlab_error"):
-            if k in r:
-                print(f"  {k}: {r[k]}")
+        print(f"  paired per call (median of per-round ratios [95% interval]): " + ", ".join(
+            f"{k} {describe(p)}" for k, p in r["paired_ratios"].items()))
 
 
 def main():
@@ -165,8 +156,6 @@ def main():
     ap.add_argument("--tiny-inner", type=int, default=2000, help="calls per sample for the tiny op")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "compile_and_overhead.json"))
     a = ap.parse_args()
-    if THUNDERLAB_ERROR:
-        print(THUNDERLAB_ERROR + " -- measuring eager and passthrough only")
 
     # One-time dynamo import/initialisation, kept out of the first-call numbers.
     torch.compile(lambda t: t * 2, backend=passthrough)(torch.ones(2))
@@ -188,7 +177,6 @@ def main():
             "processor": platform.processor(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
         },
         "settings": {"repeat": a.repeat, "cold": a.cold, "tiny_inner": a.tiny_inner},
-        "thunderlab_error": THUNDERLAB_ERROR,
         "cases": {r["case"]: r for r in results},
     }
     out = Path(a.out)
