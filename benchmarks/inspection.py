@@ -13,7 +13,7 @@ default pipeline and the torch executor (THUNDERLAB_EXECUTORS=torch, so no kerne
   * rerun_s      record.rerun() after moving one pass (cse after claim), which reuses the steps before it
                  (median of five; rerun_first_s is the first of them);
   * rerun_full_s the same edit with nothing reused (for comparison: the prefix's share).
-Targets (issue 5): build + serialise < 2 s, payload < 20 MB, re-run < 0.5 s.
+Targets: build + serialise < 2 s, payload < 20 MB, re-run < 0.5 s.
 
 Run:  .venv/bin/python benchmarks/inspection.py [--layers 12] [--out benchmarks/results/inspect.json]
 """
