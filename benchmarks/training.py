@@ -202,7 +202,9 @@ def instructions(name: str, number: int) -> dict:
     from torch.utils.benchmark import Timer
 
     # collect_callgrind runs `python` from PATH in a subprocess under valgrind: make it this interpreter
-    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    here, path = os.path.dirname(sys.executable), os.environ.get("PATH", "")
+    if path.split(os.pathsep)[0] != here:  # once, not once per model
+        os.environ["PATH"] = here + os.pathsep + path
 
     def count(variant: str) -> float:
         setup = "\n".join([
