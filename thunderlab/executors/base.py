@@ -49,10 +49,13 @@ def get_executor(name: str) -> Executor:
 
 
 def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, options: dict | None = None,
-         packed: bool = False):
+         packed: bool = False, traced: bool = False):
     """Compile ``trace`` into a function whose calls run on their claiming executors.
 
     ``packed=True``: the function takes its inputs as one list and empties it (see codegen.python).
+    ``traced=True``: the function is for a tracer (TorchDynamo, when the inductor executor compiles a
+    region), so every symbol outside a region runs its own implementation, which tracers understand,
+    rather than the entry point an executor would call (see TorchExecutor.implementation).
 
     Fusion regions are bound by their executor; pass ``regions`` (a dict) to receive the
     callable of each region by name (the runtime times them and shows their kernels).
@@ -67,7 +70,7 @@ def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, o
             if regions is not None:
                 regions[b.sym.name] = fn
         else:
-            fn = ex.implementation(b.sym)
+            fn = b.sym.impl if traced else ex.implementation(b.sym)
         prev = impls.setdefault(b.sym.qualname, fn)
         if prev is not fn:
             raise ValueError(f"{b.sym.qualname} is claimed by two executors in one trace; give one of them a region")

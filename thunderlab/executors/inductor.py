@@ -122,7 +122,7 @@ def compile_region(key, region, args):
         captured.append((sources, compiled))
         return compiled
 
-    guarded = torch.compile(bind(region), backend=backend, fullgraph=True, dynamic=False)
+    guarded = torch.compile(bind(region, traced=True), backend=backend, fullgraph=True, dynamic=False)
     source: list[str] = []
     # Inductor hands each generated module to this hook; unlike its run_and_get_code helper,
     # catching it here leaves TorchDynamo's caches (the user's compiled frames) alone

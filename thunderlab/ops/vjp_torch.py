@@ -52,6 +52,8 @@ def _sdpa_backward(g, q, k, v, attn_mask, is_causal, scale):
 
 
 def _linear_backward(g, a, w, need_input, need_bias):
+    if g.dim() == 2 and a.dim() == 2:  # the kernels eager's AddmmBackward calls
+        return g.mm(w) if need_input else None, g.t().mm(a), g.sum(0) if need_bias else None
     g2 = g if g.dim() == 2 else g.reshape(-1, g.shape[-1])
     ga = g.matmul(w) if need_input else None
     gw = g2.t().mm(a if a.dim() == 2 else a.reshape(-1, a.shape[-1]))
@@ -79,15 +81,14 @@ def _pointwise_backward_meta(name: str, dtype_arg: int | None = None):
     return meta
 
 
-gelu_backward = backward_symbol("gelu_backward", lambda g, a, approximate="none": aten.gelu_backward(g, a, approximate=approximate),
-                                _pointwise_backward_meta("gelu_backward"))
-silu_backward = backward_symbol("silu_backward", aten.silu_backward, _pointwise_backward_meta("silu_backward"))
-threshold_backward = backward_symbol("threshold_backward", aten.threshold_backward,
+gelu_backward = backward_symbol("gelu_backward", aten.gelu_backward.default, _pointwise_backward_meta("gelu_backward"))
+silu_backward = backward_symbol("silu_backward", aten.silu_backward.default, _pointwise_backward_meta("silu_backward"))
+threshold_backward = backward_symbol("threshold_backward", aten.threshold_backward.default,
                                      _pointwise_backward_meta("threshold_backward"))
 # (grad, output, dim, input dtype): the gradient has the input's dtype
-softmax_backward = backward_symbol("softmax_backward", aten._softmax_backward_data,
+softmax_backward = backward_symbol("softmax_backward", torch._softmax_backward_data,
                                    _pointwise_backward_meta("softmax_backward", dtype_arg=1))
-log_softmax_backward = backward_symbol("log_softmax_backward", aten._log_softmax_backward_data,
+log_softmax_backward = backward_symbol("log_softmax_backward", torch._log_softmax_backward_data,
                                        _pointwise_backward_meta("log_softmax_backward", dtype_arg=1))
 
 
@@ -104,7 +105,7 @@ def _layer_norm_backward_meta(g, a, normalized_shape, weight, bias, eps):
 
 layer_norm_backward = backward_symbol("layer_norm_backward", _layer_norm_backward, _layer_norm_backward_meta)
 sdpa_backward = backward_symbol("sdpa_backward", _sdpa_backward)
-embedding_backward = backward_symbol("embedding_backward", aten.embedding_dense_backward)
+embedding_backward = backward_symbol("embedding_backward", aten.embedding_dense_backward.default)
 getitem_backward = backward_symbol("getitem_backward", _getitem_backward)
 linear_backward = backward_symbol("linear_backward", _linear_backward)
 
