@@ -296,3 +296,30 @@ def test_dynamo_run_only_mode_goes_through_dynamo():
 
     torch.testing.assert_close(run_only(x), x.cos() + 1)
     assert _direct(j) == 0 and "frame hook" in j.direct.why_not
+
+
+def test_a_direct_call_runs_no_python_layer_of_dynamo_outside_its_guards():
+    """Per call, the direct path runs: thunderlab's entry, Dynamo's guards (C++; some guards call Python,
+    e.g. the saved-tensor-hooks check), the rewritten bytecode, the compiled graph. Not the guard manager's
+    Python check() wrapper, nor the profiler marker functions while no profiler runs."""
+    m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    j = thunderlab.jit(m)
+    x = torch.randn(2, 8)
+    j(x)
+    j(x)
+    frames = []
+
+    def record(frame, event, arg):
+        if event == "call":
+            frames.append((frame.f_code.co_filename, frame.f_code.co_name))
+
+    sys.setprofile(record)
+    try:
+        j(x)
+    finally:
+        sys.setprofile(None)
+    assert _direct(j) == 2
+    names = {name for _, name in frames}
+    assert not {n for n in names if n.startswith("record_pregraph_bytecode")}, frames
+    assert not [f for f in frames if f[0].endswith("_dynamo/guards.py") and f[1] == "check"], frames
+    assert not [f for f in frames if "eval_frame" in f[0]], frames  # no Dynamo frame-hook wrapper

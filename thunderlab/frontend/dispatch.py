@@ -41,27 +41,24 @@ except ImportError:  # pragma: no cover - another torch: calls go through Dynamo
 MISS = object()  # the call must go through Dynamo
 
 _UTILS = "__import_torch_dot__dynamo_dot_utils"  # the global by which Dynamo's bytecode reaches torch._dynamo.utils
+_QUIET_UTILS = "__thunderlab_direct_dynamo_utils"  # ours, for calls made while no profiler runs
 
 
-class _DirectUtils:
-    """``torch._dynamo.utils`` as a direct call's bytecode sees it: the "Pregraph bytecode" profiler
-    marker is made only while a profiler runs (Dynamo's own version costs a context manager per call);
-    every other name is the module's."""
+class _QuietUtils:
+    """``torch._dynamo.utils`` as a direct call's bytecode sees it while no profiler runs: the
+    "Pregraph bytecode" marker, which Dynamo makes (as a context manager) on every call, is not
+    made. The two marker functions are builtins that do nothing, so that they cost no Python
+    frame: ``tuple()`` returns the empty tuple and ``len`` is handed it back. Every other name
+    is the module's."""
+
+    record_pregraph_bytecode_enter = tuple
+    record_pregraph_bytecode_exit = len
 
     def __getattr__(self, name):
         return getattr(_dynamo_utils, name)
 
-    @staticmethod
-    def record_pregraph_bytecode_enter():
-        return _dynamo_utils.record_pregraph_bytecode_enter() if torch.autograd.profiler._is_profiler_enabled else None
 
-    @staticmethod
-    def record_pregraph_bytecode_exit(cm) -> None:
-        if cm is not None:
-            _dynamo_utils.record_pregraph_bytecode_exit(cm)
-
-
-_DIRECT_UTILS = _DirectUtils()
+_QUIET = _QuietUtils()
 
 
 def _target(fn, compiled) -> tuple[types.FunctionType, Any] | None:
@@ -97,8 +94,9 @@ class DirectCalls:
         # what the call would run: if the user swaps it, Dynamo compiles the new code and so must we
         self._forward = type(fn).forward if self.module is not None else None
         # by id of the rewritten code (hashing a code object hashes its bytecode), kept alive beside:
-        # (code, "" for another backend's entry or why it can't run directly, the runner or None)
-        self._runnable: dict[int, tuple[types.CodeType, str, Callable | None]] = {}
+        # (code, its guards' check, "" for another backend's entry or why it can't run directly or "ok",
+        # and the runners for calls made while a profiler runs and while none does, or None, None)
+        self._runnable: dict[int, tuple[types.CodeType, Callable, str, Callable | None, Callable | None]] = {}
         self._listed: tuple[int, list] | None = None  # (entry count, Dynamo's cache entries) when last fetched
         if self.func is None:
             self.why_not = "only plain functions, methods and nn.Modules with a forward method are called directly"
@@ -120,9 +118,26 @@ class DirectCalls:
         """The call's result, or ``MISS`` when it must go through Dynamo."""
         if self.func is None:
             return MISS
-        why = self._blocked()
-        if why:
-            self.why_not = why
+        # Everything below runs on every call and is kept inline: a small model's step is a few hundred
+        # microseconds, and each Python frame on this path costs one or two of them with cold caches.
+        if get_eval_frame_callback() is not None:  # a frame being compiled, or torch._dynamo.run()'s run-only mode
+            self.why_not = "called while TorchDynamo's frame hook is active"
+            return MISS
+        stance = _eval_frame._stance
+        if stance.stance != "default" or stance.backend is not None:
+            self.why_not = f"torch.compiler stance {stance.stance!r} is set"
+            return MISS
+        if self.func.__code__ is not self.code:
+            self.why_not = "the function's code was replaced"
+            return MISS
+        m = self.module
+        if m is not None and (type(m).forward is not self._forward or "forward" in m.__dict__):
+            self.why_not = "the module's forward was replaced"
+            return MISS
+        if m is not None and (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+                              or _nn_module._global_forward_hooks or _nn_module._global_forward_pre_hooks
+                              or _nn_module._global_backward_hooks or _nn_module._global_backward_pre_hooks):
+            self.why_not = "the module has hooks, which run outside the captured graph"
             return MISS
         lead = (self.bound,) if self.bound is not None else ()
         if not kwargs and len(args) == self._n_positional:
@@ -139,76 +154,63 @@ class DirectCalls:
             frame_locals = bound.arguments
         for name, cell in self._free:
             frame_locals[name] = cell.cell_contents
-        for entry in self._entries():
+        # Dynamo's cache entries for the code, fetched again only when their number changed: entries are
+        # appended by compiles (through Dynamo, after a miss here) and dropped by torch._dynamo.reset(); both
+        # change the count. Each entry's guards decide alone whether it may run, so a list kept across calls
+        # chooses only among valid entries.
+        count = _entry_count(self.code) if _entry_count is not None else -1
+        listed = self._listed
+        if listed is None or count != listed[0] or count < 0:
+            listed = self._listed = (count, _debug_get_cache_entry_list(self.code))
+        profiling = torch.autograd.profiler._is_profiler_enabled
+        for entry in listed[1]:
             known = self._runnable.get(id(entry.code))
             if known is None:
-                known = self._runnable[id(entry.code)] = (entry.code, *self._make(entry))
-            _code, ours, run = known
+                # the guards' C++ root, called as Dynamo's frame hook calls it (the manager's own check() is a
+                # Python method that only forwards to it)
+                check = getattr(entry.guard_manager, "root", entry.guard_manager).check
+                known = self._runnable[id(entry.code)] = (entry.code, check, *self._make(entry))
+            _code, check, ours, run, quiet = known
             if not ours:  # another backend's entry (a second compile of the same code): Dynamo skips it too
                 continue
-            if entry.guard_manager.check(frame_locals):
+            if check(frame_locals):
                 if run is None:
                     self.why_not = ours
                     return MISS
                 self.hits += 1
-                return run(*lead, *args, **kwargs)
+                return (run if profiling else quiet)(*lead, *args, **kwargs)
         self.why_not = "no cached graph's guards pass (Dynamo compiles a new one)"
         self._listed = None  # Dynamo is about to add one
         return MISS
 
-    def _entries(self) -> list:
-        """Dynamo's cache entries for the code, fetched again only when their number changed.
-
-        Entries are appended by compiles (through Dynamo, after a miss here) and dropped by
-        ``torch._dynamo.reset()``; both change the count. Each entry's guards decide alone
-        whether it may run, so a list kept across calls chooses only among valid entries.
-        """
-        count = _entry_count(self.code) if _entry_count is not None else -1
-        if self._listed is None or count != self._listed[0] or count < 0:
-            self._listed = (count, _debug_get_cache_entry_list(self.code))
-        return self._listed[1]
-
-    def _blocked(self) -> str:
-        callback = get_eval_frame_callback()
-        if callback is not None:  # a frame being compiled, or torch._dynamo.run()'s run-only mode (False)
-            return "called while TorchDynamo's frame hook is active"
-        stance = _eval_frame._stance
-        if stance.stance != "default" or stance.backend is not None:
-            return f"torch.compiler stance {stance.stance!r} is set"
-        if self.func.__code__ is not self.code:
-            return "the function's code was replaced"
-        m = self.module
-        if m is not None and (type(m).forward is not self._forward or "forward" in m.__dict__):
-            return "the module's forward was replaced"
-        if m is not None and (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
-                              or _nn_module._global_forward_hooks or _nn_module._global_forward_pre_hooks
-                              or _nn_module._global_backward_hooks or _nn_module._global_backward_pre_hooks):
-            return "the module has hooks, which run outside the captured graph"
-        return ""
-
-    def _make(self, entry) -> tuple[str, Callable | None]:
-        """("", None) for another backend's entry; else "ok" and its runner, or why it can't run directly and None."""
+    def _make(self, entry) -> tuple[str, Callable | None, Callable | None]:
+        """("", None, None) for another backend's entry; else "ok" and its two runners (for calls made
+        while a profiler runs, and while none does), or why it can't run directly and None, None."""
         backend = getattr(entry.backend, "compiler_fn", entry.backend)
         code = entry.code
         if backend is not self.backend:
-            return "", None
+            return "", None, None
         if any(n.startswith("__resume_at") for n in code.co_names):
-            return "the function has a graph break; its resumed frames are compiled through Dynamo", None
+            return "the function has a graph break; its resumed frames are compiled through Dynamo", None, None
         if code.co_cellvars or code.co_freevars != self.code.co_freevars:
-            return "the function defines closures over its locals", None
+            return "the function defines closures over its locals", None, None
         f = self.func
-        run = types.FunctionType(self._unwrapped(code, f.__globals__), f.__globals__, f.__name__, f.__defaults__,
-                                 f.__closure__)
-        run.__kwdefaults__ = f.__kwdefaults__
-        return "ok", run
+
+        def runner(c):
+            run = types.FunctionType(c, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+            run.__kwdefaults__ = f.__kwdefaults__
+            return run
+
+        direct = self._unwrapped(code, f.__globals__)
+        return "ok", runner(direct), runner(self._quiet(direct, f.__globals__))
 
     def _unwrapped(self, code: types.CodeType, globals_: dict) -> types.CodeType:
         """``code`` calling our compiled graphs as they are, not through Dynamo's disable-wrapper.
 
         Dynamo's bytecode calls each graph through ``torch._dynamo.disable``, which removes the frame
-        hook while the graph runs; a direct call runs with no hook set (``_blocked``), so the wrapper
-        would only set it to None and back. The graph is reached under a name of its own, installed
-        beside Dynamo's in the same globals; Dynamo's utils module under another (see _DirectUtils).
+        hook while the graph runs; a direct call runs with no hook set (``__call__`` checks), so the
+        wrapper would only set it to None and back. The graph is reached under a name of its own,
+        installed beside Dynamo's in the same globals.
         """
         graphs = getattr(self.backend, "graphs", ())
         renames = {}
@@ -218,10 +220,18 @@ class DirectCalls:
             if getattr(wrapped, "_torchdynamo_disable", False) and any(inner is g for g in graphs):
                 renames[name] = f"__thunderlab_direct{name}"
                 globals_[renames[name]] = inner
-            elif name == _UTILS and name in globals_:
-                renames[name] = "__thunderlab_direct_dynamo_utils"
-                globals_[renames[name]] = _DIRECT_UTILS
-        if not renames:
-            return code
-        return code.replace(co_names=tuple(renames.get(n, n) for n in code.co_names))
+        return _renamed(code, renames)
 
+    @staticmethod
+    def _quiet(code: types.CodeType, globals_: dict) -> types.CodeType:
+        """``code`` reaching Dynamo's utils module as ``_QuietUtils`` (no profiler marker), under a name of its own."""
+        if _UTILS not in code.co_names or _UTILS not in globals_:
+            return code
+        globals_[_QUIET_UTILS] = _QUIET
+        return _renamed(code, {_UTILS: _QUIET_UTILS})
+
+
+def _renamed(code: types.CodeType, renames: dict[str, str]) -> types.CodeType:
+    if not renames:
+        return code
+    return code.replace(co_names=tuple(renames.get(n, n) for n in code.co_names))
