@@ -46,6 +46,7 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     tensor_slots = [i for i, p in enumerate(fw_trace.inputs) if isinstance(p, TensorProxy)]
     n_inputs = len(fw_trace.inputs)
     dense = tensor_slots == list(range(n_inputs))  # every input is a tensor: gradients need no placing
+    single = grad_slots[0][0] if len(grad_slots) == 1 and len(grad_slots[0]) == 1 else None
 
     class ThunderlabFunction(torch.autograd.Function):
         @staticmethod
@@ -59,14 +60,18 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
 
         @staticmethod
         def backward(ctx, *grads):
-            gs = []
-            for idx in grad_slots:  # an output returned more than once gets the sum of its gradients
-                g = grads[idx[0]]
-                for j in idx[1:]:
-                    g = g + grads[j]
-                gs.append(g.contiguous())
-            inputs = [*ctx.saved_tensors, *gs]
-            del gs, grads
+            if single is not None:  # one gradient, from an output returned once: the common case, kept short
+                inputs = [*ctx.saved_tensors, grads[single].contiguous()]
+            else:
+                gs = []
+                for idx in grad_slots:  # an output returned more than once gets the sum of its gradients
+                    g = grads[idx[0]]
+                    for j in idx[1:]:
+                        g = g + grads[j]
+                    gs.append(g.contiguous())
+                inputs = [*ctx.saved_tensors, *gs]
+                del gs
+            del grads
             ctx.maybe_clear_saved_tensors()  # drops ctx's references; a no-op under retain_graph=True
             result = bw(inputs)
             if dense:
