@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python benchmarks/training.py
 	$(BIN)/python benchmarks/fusion.py
 	$(BIN)/python benchmarks/inspection.py
+	$(BIN)/python benchmarks/kernels.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache extension/node_modules extension/build-test

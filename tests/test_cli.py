@@ -12,7 +12,9 @@ def test_demo_prints_pass_table_and_program():
     assert r.returncode == 0, r.stderr
     for word in ["capture", "dce", "cse", "claim", "del", "def forward(", "ltorch.linear("]:
         assert word in r.stdout
-    assert "max |thunderlab - eager| = 0" in r.stdout
+    # the MLP's exact GELU runs on ATen's own kernel, eager's on oneDNN: equal to float32 rounding
+    err = float(r.stdout.split("max |thunderlab - eager| = ")[1].split()[0])
+    assert err < 1e-6
 
 
 def test_passes_lists_registry_with_summaries():
