@@ -13,7 +13,10 @@ each on its own deep copy of the module (same weights, same input; eval() as the
   * tl_via_dynamo  the same with direct=False: every call through TorchDynamo's frame machinery;
   * tl_no_remat    the same without remat;
   * tl_remat_all   remat{recompute=all}: every cheap op recomputed (least memory; each recomputed op is one
-                   more kernel on the torch executor, which a fusing executor would fold into its kernels).
+                   more kernel on the torch executor, which a fusing executor would fold into its kernels);
+  * tl_eager_gelu  thunderlab with eager's GELU kernels everywhere (NATIVE_GELU_BELOW = 0 while its steps run):
+                   the torch executor otherwise runs small exact GELUs (the MLP's) on ATen's own kernel, not
+                   oneDNN's (see benchmarks/kernels.py); this variant separates that choice from the rest.
 A step: loss = f(x).pow(2).mean(); loss.backward(); model.zero_grad(set_to_none=True). Each variant's first step
 (compilation) is timed, then it is warmed up (--warmup steps and at least 1 s); then --iters rounds time one step
 of every variant in turn (interleaved, so drift hits all alike; shuffled each round, so no variant always runs
@@ -46,6 +49,7 @@ Run:  .venv/bin/python benchmarks/training.py [--models nanogpt_block,llama_bloc
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import datetime
 import json
@@ -70,6 +74,7 @@ sys.path.insert(0, str(ROOT))
 import thunderlab  # noqa: E402
 from paired import describe, paired_ratio  # noqa: E402
 from thunderlab.examples import EXAMPLES  # noqa: E402
+from thunderlab.executors import torch as torch_executor  # noqa: E402
 
 VARIANTS = {
     "eager": lambda m: m,
@@ -81,7 +86,22 @@ VARIANTS = {
                                               direct=False),
     "tl_no_remat": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,claim{executors=torch},del"),
     "tl_remat_all": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat{recompute=all},claim{executors=torch},del"),
+    "tl_eager_gelu": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del"),
 }
+
+
+@contextlib.contextmanager
+def _eager_gelu_kernels():
+    saved = torch_executor.NATIVE_GELU_BELOW
+    torch_executor.NATIVE_GELU_BELOW = 0
+    try:
+        yield
+    finally:
+        torch_executor.NATIVE_GELU_BELOW = saved
+
+
+# what a variant's steps run under (entered outside the timed span)
+CONTEXTS = {"tl_eager_gelu": _eager_gelu_kernels}
 
 
 def step(fn, model, x):
@@ -89,8 +109,11 @@ def step(fn, model, x):
     model.zero_grad(set_to_none=True)
 
 
-def timed_step(fn, model, x, device):
-    """Seconds of one step (the device synchronised before and after on CUDA)."""
+def timed_step(fn, model, x, device, context=None):
+    """Seconds of one step (the device synchronised before and after on CUDA), under ``context()`` if given."""
+    if context is not None:
+        with context():
+            return timed_step(fn, model, x, device)
     cuda = device == "cuda"
     if cuda:
         torch.cuda.synchronize()
@@ -152,12 +175,13 @@ def measure(name, iters, warmup, device):
         r["process_max_rss_kib_before"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         try:
             fn = make(model)
-            r["first_step_s"] = timed_step(fn, model, x, device)
-            t0 = time.perf_counter()
-            for i in range(10**6):  # at least `warmup` steps and at least 1 s
-                step(fn, model, x)
-                if i + 1 >= warmup and time.perf_counter() - t0 > 1.0:
-                    break
+            with CONTEXTS.get(vname, contextlib.nullcontext)():
+                r["first_step_s"] = timed_step(fn, model, x, device)
+                t0 = time.perf_counter()
+                for i in range(10**6):  # at least `warmup` steps and at least 1 s
+                    step(fn, model, x)
+                    if i + 1 >= warmup and time.perf_counter() - t0 > 1.0:
+                        break
             live[vname] = (fn, model)
             r["process_max_rss_kib_after"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         except Exception as e:  # report, keep the other variants
@@ -167,20 +191,21 @@ def measure(name, iters, warmup, device):
     for _ in range(iters):  # interleaved, so that drift (e.g. compile workers winding down) hits all alike,
         rng.shuffle(order)  # in a new order each round, so that no variant always follows the same one
         for vname, (fn, model) in order:
-            times[vname].append(timed_step(fn, model, x, device))
+            times[vname].append(timed_step(fn, model, x, device, CONTEXTS.get(vname)))
     for vname, (fn, model) in live.items():
         r = res[vname]
         r["step_median_s"], r["step_min_s"] = statistics.median(times[vname]), min(times[vname])
         try:
-            r["saved_hook"] = hook_saved(fn, model, x)
-            g = grads(fn, model, x)
-            r["max_grad_err"] = max((g[k] - ref[k]).abs().max().item() for k in ref)
-            if vname == "thunderlab" or vname.startswith("tl_"):
-                r["record"] = record_notes(fn)
-            if device == "cuda":
-                torch.cuda.reset_peak_memory_stats()
-                timed_step(fn, model, x, device)
-                r["cuda_peak_bytes"] = torch.cuda.max_memory_allocated()
+            with CONTEXTS.get(vname, contextlib.nullcontext)():
+                r["saved_hook"] = hook_saved(fn, model, x)
+                g = grads(fn, model, x)
+                r["max_grad_err"] = max((g[k] - ref[k]).abs().max().item() for k in ref)
+                if vname == "thunderlab" or vname.startswith("tl_"):
+                    r["record"] = record_notes(fn)
+                if device == "cuda":
+                    torch.cuda.reset_peak_memory_stats()
+                    timed_step(fn, model, x, device)
+                    r["cuda_peak_bytes"] = torch.cuda.max_memory_allocated()
         except Exception as e:
             r["error"] = f"{type(e).__name__}: {e}"
     med = {v: r["step_median_s"] for v, r in res.items() if "step_median_s" in r}
