@@ -52,10 +52,10 @@ def _sdpa_backward(g, q, k, v, attn_mask, is_causal, scale):
 
 
 def _linear_backward(g, a, w, need_input, need_bias):
-    if g.dim() == 2 and a.dim() == 2:  # the kernels eager's AddmmBackward calls
-        return g.mm(w) if need_input else None, g.t().mm(a), g.sum(0) if need_bias else None
-    g2 = g if g.dim() == 2 else g.reshape(-1, g.shape[-1])
-    ga = g.matmul(w) if need_input else None
+    # the kernels eager's AddmmBackward calls; leading batch dimensions are flattened into rows
+    rows = g.dim() == 2
+    g2 = g if rows else g.reshape(-1, g.shape[-1])
+    ga = (g.mm(w) if rows else g.matmul(w)) if need_input else None
     gw = g2.t().mm(a if a.dim() == 2 else a.reshape(-1, a.shape[-1]))
     gb = g2.sum(0) if need_bias else None
     return ga, gw, gb
