@@ -4,6 +4,8 @@ import tempfile
 import pytest
 import torch
 
+import thunderlab
+
 # one TorchInductor cache per test run, should any test reach Inductor
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), "thunderlab-test-inductor"))
 torch._dynamo.config.cache_size_limit = 64
@@ -18,4 +20,5 @@ def _seed():
     # TorchDynamo keeps per-frame state across tests (torch.nn's modules share one wrapper frame,
     # whose sizes turn dynamic once two tests call it with different shapes): each test starts fresh
     torch._dynamo.reset()
+    thunderlab.clear_records()  # each test sees only its own records
     yield

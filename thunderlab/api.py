@@ -10,7 +10,7 @@ from thunderlab.frontend.dispatch import MISS, DirectCalls
 from thunderlab.frontend.dynamo import Backend
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.passes import DEFAULT_PIPELINE
-from thunderlab.runtime.compiled import Options, all_records
+from thunderlab.runtime.compiled import Options, all_records, clear_records, set_limits
 from thunderlab.runtime.compiled import rerun as _rerun
 
 
@@ -49,7 +49,7 @@ class JitFunction:
 
 
 def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: bool = True,
-        timing: bool = False, direct: bool = True) -> JitFunction:
+        timing: bool = False, direct: bool = True, keep_inputs: bool = False) -> JitFunction:
     """Compile ``fn`` (a function or nn.Module) with thunderlab; results equal ``fn``'s.
 
     ``pipeline`` is the pass pipeline as text, e.g. ``"dce,cse,claim{executors=inductor+torch},fuse,del"``;
@@ -59,8 +59,11 @@ def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: b
     region on every call (``thunderlab.last_record(jfn).timings()``).
     ``direct=True`` runs a call whose TorchDynamo guards pass on the bytecode Dynamo made for it,
     without Dynamo's per-call frame machinery; ``False`` sends every call through Dynamo.
+    ``keep_inputs=True`` makes records hold the inputs they were compiled for (by default they hold
+    them weakly, so a record never keeps data or parameters alive; bisection needs them; ``verify=True`` keeps them).
     """
-    return JitFunction(fn, Options(pipeline=pipeline, verify=verify, tiered=tiered, timing=timing), direct=direct)
+    return JitFunction(fn, Options(pipeline=pipeline, verify=verify, tiered=tiered, timing=timing,
+                                   keep_inputs=keep_inputs), direct=direct)
 
 
 def last_record(jfn: JitFunction) -> CompileRecord:
@@ -77,7 +80,7 @@ def last_traces(jfn: JitFunction, trace: str = "forward") -> list[Trace]:
 
 
 def records() -> list[CompileRecord]:
-    """Every compile record made in this process, newest last."""
+    """The compile records this process keeps (the newest 100 by default; see ``set_limits``), newest last."""
     return list(all_records())
 
 
@@ -99,3 +102,7 @@ def _records_of(jfn) -> list[CompileRecord]:
         return jfn.records
     raise TypeError(f"expected a function made by thunderlab.jit, got {type(jfn).__name__}; "
                     f"for torch.compile(backend='thunderlab') use thunderlab.records()")
+
+
+__all__ = ["JitFunction", "jit", "last_record", "last_traces", "records", "clear_records", "set_limits", "rerun",
+           "profile"]

@@ -137,11 +137,32 @@ def test_bisection_finds_the_broken_pass_without_verify():
 
 
 def test_bisection_on_given_inputs_and_bad_input():
-    rec = _record(f, "test-mul-to-add,dce", torch.randn(5), torch.randn(5))
+    x, y = torch.randn(5), torch.randn(5)
+    rec = _record(f, "test-mul-to-add,dce", x, y)
     fresh = tuple(torch.randn(5) if isinstance(v, torch.Tensor) else v for v in rec.example_inputs)
     assert rec.bisect(fresh).step == 1
     with pytest.raises(ValueError, match=f"takes {len(rec.inputs)} inputs"):
         rec.bisect((torch.randn(5),))
+
+
+def test_records_hold_inputs_weakly_unless_asked():
+    import gc
+    import weakref
+
+    x, y = torch.randn(5), torch.randn(5)
+    rec = _record(f, "test-mul-to-add,dce", x, y)
+    alive = weakref.ref(x)
+    assert rec.example_inputs[0] is x
+    del x
+    gc.collect()
+    assert alive() is None and rec.example_inputs is None  # the record did not keep the tensor
+    with pytest.raises(ValueError, match="inputs are gone.*keep_inputs=True"):
+        rec.bisect()
+    j = thunderlab.jit(f, pipeline="test-mul-to-add,dce", keep_inputs=True)
+    j(torch.randn(5), torch.randn(5))
+    gc.collect()
+    kept = thunderlab.last_record(j)
+    assert kept.example_inputs is not None and kept.bisect().step == 1
 
 
 @register_pass
@@ -199,7 +220,8 @@ def test_rerun_with_a_pass_registered_again_reruns_it():
 
 
 def test_compare_records_shows_program_and_time():
-    rec = _record(f, "dce,claim,del", torch.randn(64), torch.randn(64))
+    x, y = torch.randn(64), torch.randn(64)
+    rec = _record(f, "dce,claim,del", x, y)
     new = rec.rerun("dce,cse,claim,del")
     c = rec.compare(new)
     assert c.symbols[0] == c.symbols[1] + 2  # cse removed the duplicate mul and add
@@ -208,6 +230,9 @@ def test_compare_records_shows_program_and_time():
     text = str(c)
     assert "call time" in text and "cse" in text
     assert "call time" not in str(rec.compare(new, time=False))
+    del x, y  # the records hold them weakly: comparing still works, and says why it could not time
+    gone = rec.compare(new)
+    assert gone.seconds is None and "not timed: the inputs" in str(gone)
 
 
 def test_payloads_without_scopes_and_changes_still_validate(training_record):

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from thunderlab.core.program import Program
 
@@ -60,6 +63,35 @@ class Step:
                 f"{self.symbols_before} -> {self.symbols_after} symbols")
 
 
+class HeldInputs:
+    """The inputs a record was compiled for: tensors held weakly unless ``strong``, other values as they are.
+
+    A record must not keep a model's parameters or a batch of data alive after the user let go of
+    them; checks that need the inputs (bisection, timing a re-run) take them while they live,
+    or are given inputs, or the function is compiled with ``keep_inputs=True``.
+    """
+
+    __slots__ = ("_refs", "strong")
+
+    def __init__(self, values, strong: bool = False):
+        self.strong = strong
+        self._refs = tuple(v if strong or not isinstance(v, torch.Tensor) else weakref.ref(v) for v in values)
+
+    def get(self) -> tuple | None:
+        """The inputs, or None once any tensor among them has been freed."""
+        out = []
+        for r in self._refs:
+            if isinstance(r, weakref.ref):
+                r = r()
+                if r is None:
+                    return None
+            out.append(r)
+        return tuple(out)
+
+    def alive(self) -> bool:
+        return self.get() is not None
+
+
 @dataclass
 class CompileRecord:
     """Everything about compiling one captured graph for one input signature."""
@@ -73,7 +105,7 @@ class CompileRecord:
     graph_index: int = 0
     # what re-running needs: the captured program and the inputs it was captured for
     captured: Program | None = field(default=None, repr=False)
-    example_inputs: tuple | None = field(default=None, repr=False)
+    held_inputs: "HeldInputs | None" = field(default=None, repr=False)
     reference: Any = field(default=None, repr=False)
     regions: dict = field(default_factory=dict, repr=False)  # name -> the live runner of each fusion region
     reused: int = 0  # passes taken unchanged from the record this one was re-run from
@@ -85,6 +117,11 @@ class CompileRecord:
     def wait(self, timeout: float | None = None) -> bool:
         """Block until every region's fused kernel is compiled (or failed); True if all are ready."""
         return all(r.wait(timeout) for r in self.regions.values())
+
+    @property
+    def example_inputs(self) -> tuple | None:
+        """The inputs this record was compiled for, while they are alive (see ``HeldInputs``); else None."""
+        return self.held_inputs.get() if self.held_inputs is not None else None
 
     @property
     def program(self) -> Program | None:

@@ -167,7 +167,9 @@ def bisect(record, inputs=None, reference=None) -> "Bisection | None":
     """
     inputs = inputs if inputs is not None else record.example_inputs
     if inputs is None:
-        raise ValueError("this record kept no inputs: pass the inputs to check on, e.g. record.bisect((x,))")
+        raise ValueError("this record's inputs are gone (records hold tensors weakly, so that they never keep data or "
+                         "parameters alive): pass the inputs to check on, e.g. record.bisect((x,)), or compile with "
+                         "thunderlab.jit(..., keep_inputs=True)")
     inputs = tuple(inputs)
     if len(inputs) != len(record.inputs):
         raise ValueError(f"the captured graph takes {len(record.inputs)} inputs ({', '.join(record.inputs)}), "

@@ -15,7 +15,8 @@ from thunderlab.inspect.record import CompileRecord
 def time_program(record: CompileRecord, repeats: int = 20, warmup: int = 3) -> float:
     """Median seconds of one call of the record's final forward trace on its captured inputs (torch where unfused)."""
     if record.example_inputs is None or record.program is None:
-        raise ValueError(f"{record!r} has no final program or no captured inputs to time")
+        raise ValueError(f"{record!r} has no final program, or its inputs are gone (records hold tensors weakly; "
+                         f"compile with thunderlab.jit(..., keep_inputs=True) to time it later)")
     fn = bind(record.program.forward, options={"eager_regions": True})
     inputs = tree_map(lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v, tuple(record.example_inputs))
     times = []
@@ -37,6 +38,7 @@ class RecordComparison:
     regions: tuple[int, int]
     seconds: tuple[float, float] | None = None  # median call time of each final program
     steps: list[tuple] = field(default_factory=list)  # (index, spec a, ms a, spec b, ms b)
+    note: str = ""  # why the call time is missing, when it was asked for
 
     @property
     def speedup(self) -> float | None:
@@ -48,6 +50,8 @@ class RecordComparison:
         if self.seconds:
             lines.append(f"call time {self.seconds[0] * 1e3:.3f} ms -> {self.seconds[1] * 1e3:.3f} ms "
                          f"(b is {self.speedup:.2f}x as fast as a)")
+        elif self.note:
+            lines.append(f"call time not timed: {self.note}")
         lines.append(" step  " + "a".ljust(28) + "      ms  " + "b".ljust(28) + "      ms")
         for i, sa, ma, sb, mb in self.steps:
             fmt = lambda s, m: (s or "").ljust(28) + (f"{m:8.1f}" if m is not None else " " * 8)  # noqa: E731
@@ -73,5 +77,11 @@ def compare_records(a: CompileRecord, b: CompileRecord, *, time: bool = True) ->
         sa = a.steps[i] if i < len(a.steps) else None
         sb = b.steps[i] if i < len(b.steps) else None
         rows.append((i, sa and sa.spec, sa and sa.ms, sb and sb.spec, sb and sb.ms))
-    seconds = (time_program(a), time_program(b)) if time else None
-    return RecordComparison(a, b, diff, (a.program.count(), b.program.count()), (_regions(a), _regions(b)), seconds, rows)
+    seconds, note = None, ""
+    if time and (a.example_inputs is None or b.example_inputs is None):
+        note = ("the inputs the records were compiled for are gone (records hold tensors weakly; "
+                "compile with keep_inputs=True to time later)")
+    elif time:
+        seconds = (time_program(a), time_program(b))
+    return RecordComparison(a, b, diff, (a.program.count(), b.program.count()), (_regions(a), _regions(b)), seconds, rows,
+                            note)

@@ -1,7 +1,9 @@
 """A compiled captured graph: cache by input metadata, compile on a miss, keep the record."""
 from __future__ import annotations
 
+import os
 import time
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -11,17 +13,56 @@ from thunderlab.core.program import Program
 from thunderlab.core.trace import Trace
 from thunderlab.executors.base import bind
 from thunderlab.executors.region import _PENDING, start_pending
-from thunderlab.inspect.record import CompileRecord, Step
+from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import verify
 
 from .autograd import training_callable
 
-_RECORDS: list[CompileRecord] = []
 
 
-def all_records() -> list[CompileRecord]:
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: expected a whole number of at least 1") from None
+    if value < 1:
+        raise ValueError(f"{name}={raw!r}: expected a whole number of at least 1")
+    return value
+
+
+# the process keeps the newest records only, so a kernel that compiles all day stays bounded
+_RECORDS: deque[CompileRecord] = deque(maxlen=_env_int("THUNDERLAB_MAX_RECORDS", 100))
+# each captured graph keeps this many compiled input signatures, the least recently used going first
+_LIMITS = {"shapes": _env_int("THUNDERLAB_MAX_SHAPES", 16)}
+
+
+def all_records() -> deque[CompileRecord]:
     return _RECORDS
+
+
+def clear_records() -> None:
+    """Forget every record this process keeps (compiled functions keep working)."""
+    _RECORDS.clear()
+
+
+def set_limits(*, records: int | None = None, shapes: int | None = None) -> dict[str, int]:
+    """Set how many records the process keeps and how many input signatures each graph keeps compiled.
+
+    Returns the limits now in force. Lowering ``records`` drops the oldest at once.
+    """
+    global _RECORDS
+    for name, value in (("records", records), ("shapes", shapes)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ValueError(f"set_limits: {name} must be a whole number of at least 1, got {value!r}")
+    if records is not None:
+        _RECORDS = deque(_RECORDS, maxlen=records)
+    if shapes is not None:
+        _LIMITS["shapes"] = shapes
+    return {"records": _RECORDS.maxlen, "shapes": _LIMITS["shapes"]}
 
 
 @dataclass(frozen=True)
@@ -32,6 +73,7 @@ class Options:
     verify: bool = False  # numerics after every pass on the captured inputs (runs the program per step)
     tiered: bool = True  # fused regions start on torch and switch when their kernel is compiled
     timing: bool = False  # time every region on every call
+    keep_inputs: bool = False  # records hold the compiled-for inputs strongly (default: weakly, unless verify)
 
     def __post_init__(self):
         Pipeline.parse(self.pipeline)  # fail at jit time, not at the first call
@@ -79,7 +121,7 @@ class CompiledGraph:
         self.name = name
         self.graph_index = graph_index
         self.eager = eager  # the uncompiled graph, for verification
-        self.cache: dict[tuple, _Entry] = {}
+        self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
         self.hits = 0
         self.misses = 0
         self.records: list[CompileRecord] = []
@@ -95,6 +137,8 @@ class CompiledGraph:
             entry = self.compile(args, key)
         else:
             self.hits += 1
+            if not self.static:
+                self.cache.move_to_end(key)
         out = entry.fn(*args, *entry.lifted)
         if _PENDING:  # regions that ran for the first time: their fused kernels compile from now on
             start_pending()
@@ -104,6 +148,8 @@ class CompiledGraph:
         record = CompileRecord(self.name, [describe_input(a) for a in args], self.options.pipeline,
                                graph_index=self.graph_index)
         self.records.append(record)
+        if len(self.records) > 2 * _LIMITS["shapes"]:  # failed compiles have no cache entry to evict with
+            self.records.pop(0)
         _RECORDS.append(record)
         reference = None
         if self.options.verify and self.eager is not None:
@@ -115,7 +161,9 @@ class CompiledGraph:
         program = Program({"forward": trace})
         full_inputs = tuple(args) + tuple(lifted)
         # the inputs are kept by reference (not copied) so that bisection and re-runs can check numerics later
-        record.captured, record.example_inputs, record.reference = program, full_inputs, reference
+        record.captured, record.reference = program, reference
+        # verify=True checks re-runs against eager too, on these inputs: asking for it keeps them
+        record.held_inputs = HeldInputs(full_inputs, strong=self.options.keep_inputs or self.options.verify)
         record.steps.append(Step(0, "capture", capture_s, program, 0, program.count(), verify(program, full_inputs, reference)))
         steps, final, error = run_pipeline(program, self.options.pipeline,
                                            inputs=full_inputs if reference is not None else None, reference=reference)
@@ -136,6 +184,9 @@ class CompiledGraph:
             fn = bind(final.forward, regions=record.regions, options=run_options)
         entry = _Entry(fn, lifted, record)
         self.cache[key] = entry
+        while len(self.cache) > _LIMITS["shapes"]:
+            _, old = self.cache.popitem(last=False)
+            self.records = [r for r in self.records if r is not old.record]
         return entry
 
 
@@ -185,10 +236,12 @@ def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) 
     parsed = Pipeline.parse(pipeline if pipeline is not None else record.pipeline)
     k = reusable_prefix(record, parsed)
     new = CompileRecord(record.name, record.inputs, str(parsed), graph_index=record.graph_index,
-                        captured=record.captured, example_inputs=record.example_inputs, reference=record.reference,
+                        captured=record.captured, held_inputs=record.held_inputs, reference=record.reference,
                         reused=k)
     new.steps.extend(record.steps[:1 + k])
     verifying = record.reference is not None
+    if verifying and record.example_inputs is None:
+        raise ValueError(_GONE)
     rest = Pipeline(parsed.enabled()[k:])
     steps, _final, error = run_pipeline(new.steps[-1].program, rest, observer=observer, first_index=k + 1,
                                         inputs=record.example_inputs if verifying else None, reference=record.reference)
@@ -196,6 +249,10 @@ def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) 
     new.error = error
     _RECORDS.append(new)
     return new
+
+
+_GONE = ("the inputs this record was compiled for are gone (records hold tensors weakly, so that they never keep "
+         "data or parameters alive); pass the inputs to use, or compile with thunderlab.jit(..., keep_inputs=True)")
 
 
 def final_trace(record: CompileRecord) -> Trace:

@@ -1,0 +1,63 @@
+"""The process keeps a bounded number of records, and each graph a bounded number of compiled shapes."""
+import pytest
+import torch
+
+import thunderlab
+
+
+@pytest.fixture
+def limits():
+    before = thunderlab.set_limits()
+    yield
+    thunderlab.set_limits(**before)
+
+
+def _fresh_function(i):
+    ns = {}
+    exec(f"def f{i}(x):\n    return x * {i + 1} + 1\n", ns)  # a new code object: a new compile
+    return ns[f"f{i}"]
+
+
+def test_records_are_bounded_newest_kept(limits):
+    thunderlab.set_limits(records=3)
+    fns = [thunderlab.jit(_fresh_function(i)) for i in range(5)]
+    for j in fns:
+        j(torch.randn(4))
+    names = [r.name for r in thunderlab.records()]
+    assert names == ["f2", "f3", "f4"]
+    thunderlab.set_limits(records=2)  # lowering the limit drops the oldest at once
+    assert [r.name for r in thunderlab.records()] == ["f3", "f4"]
+    thunderlab.clear_records()
+    assert thunderlab.records() == []
+    torch.testing.assert_close(fns[0](torch.ones(4)), torch.full((4,), 2.0))  # compiled functions keep working
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])
+def test_limits_reject_bad_values(bad):
+    with pytest.raises(ValueError, match="records must be a whole number of at least 1"):
+        thunderlab.set_limits(records=bad)
+
+
+def test_compiled_shapes_are_bounded_least_recently_used_first(limits):
+    thunderlab.set_limits(shapes=2)
+
+    def f(x):
+        return x.sin() * 2
+
+    j = thunderlab.jit(f)
+    sizes = [3, 4, 5, 4, 6]
+    for n in sizes:
+        x = torch.randn(n)
+        torch.testing.assert_close(j(x), f(x))
+    graphs = j.backend.graphs
+    assert all(len(g.cache) <= 2 for g in graphs)
+    dynamic = [g for g in graphs if not g.static]
+    assert dynamic and len(dynamic[-1].cache) == 2
+    # 4 was used after 5, so 5 went first when 6 came: 4 is still compiled, 5 compiles again
+    g = dynamic[-1]
+    misses = g.misses
+    j(torch.randn(4))
+    assert g.misses == misses
+    j(torch.randn(5))
+    assert g.misses == misses + 1
+    assert len(j.records) <= 4
