@@ -16,8 +16,15 @@ DEFAULT_ORDER = ("nvfuser", "inductor", "torch")
 def default_order() -> tuple[str, ...]:
     """The executor priority used when a pipeline names none: THUNDERLAB_EXECUTORS (a+b+c) or nvfuser, inductor, torch."""
     env = os.environ.get("THUNDERLAB_EXECUTORS")
-    names = tuple(n for n in env.split("+") if n) if env else DEFAULT_ORDER
-    return tuple(n for n in names if n in EXECUTORS)
+    if not env:
+        return tuple(n for n in DEFAULT_ORDER if n in EXECUTORS)
+    names = tuple(n.strip() for n in env.split("+") if n.strip())
+    unknown = [n for n in names if n not in EXECUTORS]
+    if unknown or not names:
+        raise ValueError(f"THUNDERLAB_EXECUTORS={env!r} names {'no executor' if not names else 'unknown executor '}"
+                         f"{', '.join(map(repr, unknown))}; valid executors: {', '.join(sorted(EXECUTORS))}, "
+                         f"joined by '+' in priority order, e.g. 'inductor+torch'")
+    return names
 
 
 __all__ = ["DEFAULT_ORDER", "EXECUTORS", "Executor", "TorchExecutor", "default_order", "get_executor",

@@ -198,6 +198,7 @@ class Autodiff(Pass):
     """Differentiate: a forward trace that also returns what backward needs, and a backward trace."""
 
     name = "autodiff"
+    repeatable = False  # a program that has a backward trace is left as it is
 
     def __call__(self, program: Program) -> Program:
         if "backward" in program.traces:

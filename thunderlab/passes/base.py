@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import typing
+import warnings
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -21,6 +22,10 @@ class PipelineError(ValueError):
     """A pipeline string or pass option is invalid; the message lists what is valid."""
 
 
+class PipelineWarning(UserWarning):
+    """A pipeline is valid but part of it does nothing (e.g. a pass that has no effect the second time)."""
+
+
 @dataclass(frozen=True)
 class Pass:
     """Base of every pass: ``__call__(program) -> program`` and never mutates its input."""
@@ -28,6 +33,7 @@ class Pass:
     name: ClassVar[str] = ""
     requires: ClassVar[tuple[str, ...]] = ()  # passes that must run earlier in the pipeline
     last: ClassVar[bool] = False  # must be the final pass (nothing may follow it)
+    repeatable: ClassVar[bool] = True  # False: a second run changes nothing, and a pipeline that repeats it is warned
 
     def __call__(self, program: Program) -> Program:
         raise NotImplementedError
@@ -140,6 +146,10 @@ class Pipeline:
                     if "=" not in part:
                         raise PipelineError(f"option {part!r} of pass {name!r} needs the form key=value")
                     k, v = (x.strip() for x in part.split("=", 1))
+                    given = dict(options)
+                    if k in given:
+                        raise PipelineError(f"option {k!r} of pass {name!r} is given twice ({k}={given[k]} and {k}={v}); "
+                                            f"give it once")
                     options.append((k, v))
             specs.append(PassSpec(name, tuple(options), enabled=not disabled))
             pos = m.end()
@@ -167,6 +177,9 @@ class Pipeline:
             if p.last and i != len(specs) - 1:
                 raise PipelineError(f"pass {spec.name!r} must be the last pass, but "
                                     f"{', '.join(repr(s.name) for s in specs[i + 1:])} follow it")
+            if not p.repeatable and spec.name in seen:
+                warnings.warn(f"pass {spec.name!r} appears more than once in {str(self)!r}; its second run changes "
+                              f"nothing", PipelineWarning, stacklevel=3)
             seen.append(spec.name)
 
     def passes(self) -> list[Pass]:

@@ -1,6 +1,7 @@
 """claim: give each call to the first executor that takes it, decomposing what none takes whole."""
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from thunderlab.core.program import Program
@@ -56,6 +57,22 @@ class Claim(Pass):
         for n in self.executors:
             if n not in EXECUTORS:
                 raise PipelineError(f"claim: unknown executor {n!r}; valid executors: {', '.join(sorted(EXECUTORS))}")
+        if not self.executors:  # THUNDERLAB_EXECUTORS is checked when the pipeline is, not at the first call
+            try:
+                default_order()
+            except ValueError as e:
+                raise PipelineError(str(e)) from None
+        from thunderlab.ops.torch_ops import TORCH_SYMBOLS
+
+        unknown = [n for n in self.decompose if n != "all" and n not in TORCH_SYMBOLS]
+        if unknown:
+            names = sorted(n for n, (sym, _, _) in TORCH_SYMBOLS.items() if sym.decomposition is not None)
+            close = sorted({c for u in unknown for c in difflib.get_close_matches(u, names, n=3, cutoff=0.6)})
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise PipelineError(f"claim: decompose names {', '.join(map(repr, unknown))}, which "
+                                f"{'is not a torch-level symbol' if len(unknown) == 1 else 'are not torch-level symbols'}"
+                                f"{hint} (valid: 'all' or any of the {len(names)} symbols with a decomposition, e.g. "
+                                f"{', '.join(names[:6])}; thunderlab.ops.torch_ops.TORCH_SYMBOLS lists them)")
 
     def __call__(self, program: Program) -> Program:
         exs = [get_executor(n) for n in (self.executors or default_order())]

@@ -116,27 +116,32 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
     specs = pipeline.enabled()
     for offset, spec in enumerate(specs):
         index = first_index + offset
-        p = spec.instantiate().in_pipeline(tuple(specs[offset + 1:]))
         before = current.count()
         t0 = time.perf_counter()
-        try:
+        p, doing = None, "setting up"
+        try:  # the pass's own code runs in each of these: a user pass that raises anywhere is named
+            p = spec.instantiate().in_pipeline(tuple(specs[offset + 1:]))
+            doing = "running"
             nxt = p(current)
             if not isinstance(nxt, Program):
                 raise TypeError(f"returned {type(nxt).__name__}, not a Program")
+            seconds = time.perf_counter() - t0
+            doing = "describing its result"
+            notes = p.describe(current, nxt)
+            resolved = repr(p)
         except Exception as e:
             seconds = time.perf_counter() - t0
-            msg = f"pass {spec.name!r} (step {index}) raised {type(e).__name__}: {e}"
+            msg = f"pass {spec.name!r} (step {index}) raised {type(e).__name__} while {doing}: {e}"
             step = Step(index, str(spec), seconds, None, before, before, error=msg,
-                        notes={"traceback": traceback.format_exc()}, pass_type=type(p))
+                        notes={"traceback": traceback.format_exc()}, pass_type=type(p) if p is not None else None)
             steps.append(step)
             if observer:
                 observer(step)
             return steps, current, msg
-        seconds = time.perf_counter() - t0
         _mark_origins(current, nxt, spec.name)
         ver = verify(nxt, inputs, reference, checked)
-        step = Step(index, str(spec), seconds, nxt, before, nxt.count(), ver, notes=p.describe(current, nxt),
-                    pass_type=type(p), resolved=repr(p))
+        step = Step(index, str(spec), seconds, nxt, before, nxt.count(), ver, notes=notes,
+                    pass_type=type(p), resolved=resolved)
         steps.append(step)
         if observer:
             observer(step)
