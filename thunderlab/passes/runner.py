@@ -20,6 +20,10 @@ from .base import Pipeline
 Observer = Callable[[Step], None]
 
 
+class PassMutatedInput(RuntimeError):
+    """A pass changed the program it was given instead of returning a new one."""
+
+
 def _mark_origins(before: Program | None, after: Program, origin: str) -> None:
     """Name the pass in every bound symbol it created or rewrote (the runner's job, not the pass's)."""
     old = {id(b) for t in before for b in t.bound_symbols} if before is not None else set()
@@ -27,6 +31,75 @@ def _mark_origins(before: Program | None, after: Program, origin: str) -> None:
         for i, b in enumerate(t.bound_symbols):
             if id(b) not in old and b.origin is None:
                 t.bound_symbols[i] = b.replace(origin=origin)
+
+
+class _Snapshot:
+    """What a pass may not change in the program it is given: the traces and each one's calls, inputs, output, facts.
+
+    Taken before a pass runs, compared by identity after it returns (cheap: no copies of calls),
+    and used to put back an input the pass changed, so earlier steps of a record stay as they were.
+    """
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.traces = dict(program.traces)
+        self.parts = {n: (list(t.bound_symbols), list(t.inputs), t.output, tree_flatten(t.output), dict(t.meta))
+                      for n, t in program.traces.items()}
+
+    def changes(self) -> list[str]:
+        """What differs now, in words; empty when the program is as it was."""
+        found = []
+        if self.program.traces.keys() != self.traces.keys() or any(
+                self.program.traces[n] is not t for n, t in self.traces.items()):
+            found.append(f"its traces ({', '.join(self.traces)} became {', '.join(self.program.traces)})")
+        for n, t in self.traces.items():
+            calls, inputs, output, leaves, meta = self.parts[n]
+            if len(t.bound_symbols) != len(calls) or any(a is not b for a, b in zip(t.bound_symbols, calls)):
+                found.append(f"trace {n!r}'s calls ({len(calls)} became {len(t.bound_symbols)}, or were replaced)")
+            if len(t.inputs) != len(inputs) or any(a is not b for a, b in zip(t.inputs, inputs)):
+                found.append(f"trace {n!r}'s inputs")
+            now = tree_flatten(t.output)
+            if t.output is not output or len(now) != len(leaves) or any(a is not b for a, b in zip(now, leaves)):
+                found.append(f"trace {n!r}'s output")
+            if t.meta.keys() != meta.keys() or any(t.meta[k] is not v for k, v in meta.items()):
+                found.append(f"trace {n!r}'s meta")
+        return found
+
+    def restore(self) -> None:
+        self.program.traces.clear()
+        self.program.traces.update(self.traces)
+        for n, t in self.traces.items():
+            calls, inputs, output, _, meta = self.parts[n]
+            t.bound_symbols[:] = calls
+            t.inputs[:] = inputs
+            t.output = output
+            t.meta.clear()
+            t.meta.update(meta)
+
+
+def signature(program: Program) -> tuple[list, list]:
+    """The program's interface to its caller: each input's name and type, and each user-visible output's type."""
+    fw = program.forward
+    out = fw.output[0] if "backward" in program.traces else fw.output  # the forward also returns what backward saves
+    inputs = [(getattr(i, "name", None), i.type_string()) for i in fw.inputs]
+    outputs = [v.type_string() if hasattr(v, "type_string") else type(v).__name__ for v in tree_flatten(out)]
+    return inputs, outputs
+
+
+def signature_change(before: tuple[list, list], after: tuple[list, list]) -> str:
+    """How a pass changed the program's interface, in words; "" when it did not."""
+    (ins_a, outs_a), (ins_b, outs_b) = before, after
+    if ins_a != ins_b:
+        gone = [n for n, _ in ins_a if n not in {m for m, _ in ins_b}]
+        if gone:
+            return f"the program's inputs changed: {', '.join(gone)} dropped (a pass must keep every input)"
+        return f"the program's inputs changed from {ins_a} to {ins_b}"
+    if len(outs_a) != len(outs_b):
+        return f"the program returns {len(outs_b)} values, the captured program {len(outs_a)}"
+    for i, (a, b) in enumerate(zip(outs_a, outs_b)):
+        if a != b:
+            return f"output {i} is {b}, the captured program's is {a}"
+    return ""
 
 
 def run_program(program: Program, inputs, trace: str = "forward"):
@@ -114,18 +187,27 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
     current = program
     checked = {b.meta_key(): b for t in program for b in t.bound_symbols}  # verified at its own step
     specs = pipeline.enabled()
+    interface = signature(program)
     for offset, spec in enumerate(specs):
         index = first_index + offset
         before = current.count()
         t0 = time.perf_counter()
         p, doing = None, "setting up"
+        snapshot = _Snapshot(current)
         try:  # the pass's own code runs in each of these: a user pass that raises anywhere is named
             p = spec.instantiate().in_pipeline(tuple(specs[offset + 1:]))
             doing = "running"
             nxt = p(current)
+            changed = snapshot.changes()
+            if changed:
+                snapshot.restore()  # earlier steps share these objects: they must read as they did
+                raise PassMutatedInput(f"it changed the program it was given ({'; '.join(changed)}); a pass must "
+                                       f"return a new Program and leave its input as it was (use trace.derive(...) "
+                                       f"or program.map(...))")
             if not isinstance(nxt, Program):
                 raise TypeError(f"returned {type(nxt).__name__}, not a Program")
             seconds = time.perf_counter() - t0
+            _mark_origins(current, nxt, spec.name)
             doing = "describing its result"
             notes = p.describe(current, nxt)
             resolved = repr(p)
@@ -138,8 +220,8 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
             if observer:
                 observer(step)
             return steps, current, msg
-        _mark_origins(current, nxt, spec.name)
-        ver = verify(nxt, inputs, reference, checked)
+        moved = signature_change(interface, signature(nxt))
+        ver = Verification(False, moved, detail=moved) if moved else verify(nxt, inputs, reference, checked)
         step = Step(index, str(spec), seconds, nxt, before, nxt.count(), ver, notes=notes,
                     pass_type=type(p), resolved=resolved)
         steps.append(step)
