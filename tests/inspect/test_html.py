@@ -1,4 +1,5 @@
 """The static HTML report: self-contained, every user text escaped, the payload recoverable from the page."""
+import html
 import json
 import re
 
@@ -46,3 +47,26 @@ def test_script_safe_json_round_trips_awkward_text():
     text = script_safe_json(data)
     assert "<" not in text and ">" not in text and "&" not in text and "\u2028" not in text
     assert json.loads(text) == data
+
+
+ODD = "<b>x</b>\ud800 lone \udfff surrogates \x00\x1b[31m control " + "n" * 5000
+
+
+def _odd_record():
+    def f(x):
+        return x.sin() + 1
+
+    f.__name__ = ODD  # any Python string can be a function's name
+    j = thunderlab.jit(f)
+    j(torch.randn(3))
+    return thunderlab.last_record(j)
+
+
+def test_any_python_string_survives_the_report_and_the_payload(tmp_path):
+    rec = _odd_record()
+    page = rec.to_html(tmp_path / "odd.html")  # writes UTF-8: no lone surrogate reaches the file raw
+    assert (tmp_path / "odd.html").read_bytes().decode("utf-8") == page
+    assert _payload_from(page)["name"] == ODD  # the same string comes back out of the page
+    assert json.loads(rec.to_json(tmp_path / "odd.json"))["name"] == ODD
+    title = re.search(r"<title>(.*?)</title>", page, re.S).group(1)
+    assert len(html.unescape(title)) <= 200 and "<b>" not in title and "\x00" not in title

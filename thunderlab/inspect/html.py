@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 
 from .record import CompileRecord
@@ -32,11 +33,26 @@ _PAGE = """<!DOCTYPE html>
 """
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def script_safe_json(data) -> str:
-    """JSON text that can sit inside a <script> element: no '<', '>' or '&' appear literally."""
+    """JSON text that can sit inside a <script> element: no '<', '>' or '&' appear literally.
+
+    Lone surrogates (which Python strings may hold and UTF-8 cannot) are written as JSON escapes,
+    so any Python string reaches the page as the same string.
+    """
     text = json.dumps(data, allow_nan=False, ensure_ascii=False)
+    text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return (text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _title(text: str) -> str:
+    """A page title for any Python string: surrogates and control characters replaced, at most 200 characters."""
+    text = _SURROGATE.sub("\ufffd", text)
+    text = re.sub("[\x00-\x1f\x7f]", "\ufffd", text)
+    return html.escape(text if len(text) <= 200 else text[:199] + "…")
 
 
 def bundle_js() -> str:
@@ -47,7 +63,7 @@ def bundle_js() -> str:
 
 
 def payload_html(payload: dict, title: str) -> str:
-    return _PAGE.format(title=html.escape(title), payload=script_safe_json(payload), bundle=bundle_js())
+    return _PAGE.format(title=_title(title), payload=script_safe_json(payload), bundle=bundle_js())
 
 
 def to_html(record: CompileRecord, path: str | Path | None = None) -> str:
