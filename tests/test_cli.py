@@ -71,3 +71,41 @@ def test_passes_json():
     assert r.returncode == 0
     entries = {e["name"]: e for e in json.loads(r.stdout)}
     assert "executors" in entries["claim"]["options"] and entries["del"]["last"] and entries["remat"]["requires"] == ["autodiff"]
+
+
+def _one_line_error(r, *needles):
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip() and "Warning" not in line]
+    assert len(lines) == 1, r.stderr
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_cli_mistakes_get_one_line_errors(tmp_path):
+    """Every mistake a user can make on the command line gets one line that says what to do."""
+    import os
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\n\ndef f(x):\n    return x +\n")
+    raises = tmp_path / "raises.py"
+    raises.write_text("import torch\n\nraise RuntimeError('no data here')\n")
+    bad_inputs = tmp_path / "bad_inputs.py"
+    bad_inputs.write_text("import torch\n\ndef f(x):\n    return x * 2\n\ndef f_inputs():\n    return torch.load('nope.pt')\n")
+    wrong_shape = tmp_path / "wrong_shape.py"
+    wrong_shape.write_text("import torch\n\ndef f(x, y):\n    return x @ y\n\n"
+                           "def f_inputs():\n    return torch.randn(2, 3), torch.randn(2, 3)\n")
+    ok = tmp_path / "ok.py"
+    ok.write_text("import torch\n\ndef f(x):\n    return x * 2\n\ndef f_inputs():\n    return torch.randn(3)\n")
+    _one_line_error(_run("report", f"{broken}:f"), "broken.py raised SyntaxError while loading (broken.py:4)")
+    _one_line_error(_run("report", f"{raises}:f"), "raises.py raised RuntimeError while loading (raises.py:3): no data")
+    _one_line_error(_run("report", f"{bad_inputs}:f"), "f_inputs() in", "raised FileNotFoundError (bad_inputs.py:7)")
+    _one_line_error(_run("report", f"{wrong_shape}:f"), "raised RuntimeError on its example inputs", "wrong_shape.py:4")
+    _one_line_error(_run("report", f"{ok}:f", "--pipeline", "dce,claim{decompose=gleu},del"), "did you mean", "gelu")
+    _one_line_error(_run("report", f"{ok}:f", "--out", str(tmp_path / "no" / "dir" / "r.html")), "No such file")
+    _one_line_error(_run("report", "nofile.py:f"), "no file 'nofile.py'")
+    _one_line_error(_run("report", "notpython:f"), "expected FILE.py:FUNCTION")
+    env = dict(os.environ, THUNDERLAB_EXECUTORS="cuda")
+    r = subprocess.run([sys.executable, "-m", "thunderlab", "report", f"{ok}:f"], capture_output=True, text=True,
+                       timeout=300, env=env)
+    _one_line_error(r, "THUNDERLAB_EXECUTORS='cuda' names unknown executor 'cuda'")

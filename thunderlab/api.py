@@ -6,10 +6,12 @@ import functools
 import torch
 
 from thunderlab.core.trace import Trace
+from thunderlab.executors import default_order
 from thunderlab.frontend.dispatch import MISS, DirectCalls
 from thunderlab.frontend.dynamo import Backend
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.passes import DEFAULT_PIPELINE
+from thunderlab.passes.base import PipelineError
 from thunderlab.runtime.compiled import Options, all_records, clear_records, set_limits
 from thunderlab.runtime.compiled import rerun as _rerun
 
@@ -62,6 +64,10 @@ def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: b
     ``keep_inputs=True`` makes records hold the inputs they were compiled for (by default they hold
     them weakly, so a record never keeps data or parameters alive; bisection needs them; ``verify=True`` keeps them).
     """
+    try:  # THUNDERLAB_EXECUTORS is checked now, not at the first call
+        default_order()
+    except ValueError as e:
+        raise PipelineError(str(e)) from None
     return JitFunction(fn, Options(pipeline=pipeline, verify=verify, tiered=tiered, timing=timing,
                                    keep_inputs=keep_inputs), direct=direct)
 

@@ -79,6 +79,8 @@ def load_target(target: str):
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         spec.loader.exec_module(module)
+    except Exception as e:  # the user's file: say where it failed, not a traceback of ours
+        raise SystemExit(f"thunderlab report: {path} raised {type(e).__name__} while loading{_where(e, path)}: {e}") from None
     finally:
         sys.path.pop(0)
     if not hasattr(module, name):
@@ -92,10 +94,39 @@ def load_target(target: str):
     if maker is None:
         raise SystemExit(f"thunderlab report: {path} must define {name}_inputs() or example_inputs() "
                          f"returning the arguments to call {name} with")
-    inputs = maker()
+    try:
+        inputs = maker()
+    except Exception as e:
+        raise SystemExit(f"thunderlab report: {maker.__name__}() in {path} raised {type(e).__name__}"
+                         f"{_where(e, path)}: {e}") from None
     if not isinstance(inputs, (tuple, list)):
         inputs = (inputs,)
     return fn, tuple(inputs)
+
+
+def _where(e: BaseException, path: str) -> str:
+    """' (FILE:LINE)' for the deepest frame of ``e`` in the user's file, or the syntax error's line."""
+    if isinstance(e, SyntaxError) and e.lineno:
+        return f" ({os.path.basename(path)}:{e.lineno})"
+    tb, line = e.__traceback__, None
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(path):
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f" ({os.path.basename(path)}:{line})" if line else ""
+
+
+def _call_failed(target: str, fn, inputs, e: Exception) -> str:
+    """One line for a call that raised: eager's own error when the function fails without thunderlab too."""
+    path = target.rpartition(":")[0]
+    try:
+        fn(*inputs)
+    except Exception as eager:  # the user's function itself fails on these inputs
+        first = str(eager).strip().splitlines()[0] if str(eager).strip() else ""
+        return f"thunderlab report: {target} raised {type(eager).__name__} on its example inputs{_where(eager, path)}: {first}"
+    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return (f"thunderlab report: compiling {target} failed where eager runs ({type(e).__name__}: {first}); "
+            f"TORCH_LOGS=+dynamo shows TorchDynamo's side")
 
 
 def report(args) -> int:
@@ -108,6 +139,12 @@ def report(args) -> int:
     from thunderlab.runtime.compiled import CompileError
 
     fn, inputs = load_target(args.target)
+    if "TORCH_LOGS" not in os.environ:  # errors are reported below in one line; TORCH_LOGS=... shows torch's own
+        import logging
+
+        import torch
+
+        torch._logging.set_logs(all=logging.CRITICAL)
     jfn = thunderlab.jit(fn, pipeline=args.pipeline, verify=not args.no_verify, tiered=False)
     status = 0
     try:
@@ -115,6 +152,8 @@ def report(args) -> int:
     except CompileError as e:
         print(f"compilation failed: {e}; the report shows every step up to it", file=sys.stderr)
         status = 1
+    except Exception as e:
+        raise SystemExit(_call_failed(args.target, fn, inputs, e)) from None
     rec = thunderlab.last_record(jfn)
     print(rec.table())
     rec.to_html(args.out)
@@ -167,7 +206,16 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print the registry as JSON")
     p.set_defaults(fn=passes)
     args = parser.parse_args(argv)
-    return args.fn(args)
+    from thunderlab.passes.base import PipelineError
+
+    try:
+        return args.fn(args)
+    except KeyboardInterrupt:
+        print(f"thunderlab {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (PipelineError, OSError) as e:  # a bad pipeline or environment, a file that cannot be written
+        print(f"thunderlab {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

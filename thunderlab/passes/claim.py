@@ -57,11 +57,6 @@ class Claim(Pass):
         for n in self.executors:
             if n not in EXECUTORS:
                 raise PipelineError(f"claim: unknown executor {n!r}; valid executors: {', '.join(sorted(EXECUTORS))}")
-        if not self.executors:  # THUNDERLAB_EXECUTORS is checked when the pipeline is, not at the first call
-            try:
-                default_order()
-            except ValueError as e:
-                raise PipelineError(str(e)) from None
         from thunderlab.ops.torch_ops import TORCH_SYMBOLS
 
         unknown = [n for n in self.decompose if n != "all" and n not in TORCH_SYMBOLS]
