@@ -211,6 +211,15 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
             doing = "describing its result"
             notes = p.describe(current, nxt)
             resolved = repr(p)
+        except KeyboardInterrupt:  # the user stopped it: say so in the record, then let it stop the caller
+            if snapshot.changes():
+                snapshot.restore()
+            step = Step(index, str(spec), time.perf_counter() - t0, None, before, before,
+                        error=f"pass {spec.name!r} (step {index}) was interrupted (KeyboardInterrupt) while {doing}")
+            steps.append(step)
+            if observer:
+                observer(step)
+            raise
         except Exception as e:
             seconds = time.perf_counter() - t0
             msg = f"pass {spec.name!r} (step {index}) raised {type(e).__name__} while {doing}: {e}"

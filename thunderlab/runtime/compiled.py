@@ -165,9 +165,14 @@ class CompiledGraph:
         # verify=True checks re-runs against eager too, on these inputs: asking for it keeps them
         record.held_inputs = HeldInputs(full_inputs, strong=self.options.keep_inputs or self.options.verify)
         record.steps.append(Step(0, "capture", capture_s, program, 0, program.count(), verify(program, full_inputs, reference)))
-        steps, final, error = run_pipeline(program, self.options.pipeline,
-                                           inputs=full_inputs if reference is not None else None, reference=reference)
-        record.steps.extend(steps)
+        try:  # steps reach the record as they finish, so an interrupted compile keeps them
+            _steps, final, error = run_pipeline(program, self.options.pipeline, observer=record.steps.append,
+                                                inputs=full_inputs if reference is not None else None,
+                                                reference=reference)
+        except KeyboardInterrupt:
+            record.error = (f"interrupted (KeyboardInterrupt) at step {record.steps[-1].index} {record.steps[-1].spec!r}; "
+                            f"nothing was cached, so the next call compiles again")
+            raise
         bad = next((s for s in record.steps if s.verification is not None and not s.verification.ok), None)
         if error is None and bad is not None:
             what = "an invalid program" if bad.verification.structural != "ok" else "wrong numbers"
