@@ -250,3 +250,31 @@ def test_payloads_without_scopes_and_changes_still_validate(training_record):
     next(iter(wrong["steps"][0]["traces"].values()))["changes"] = {"added": "b1", "removed": [], "changed": []}
     with pytest.raises(jsonschema.ValidationError):
         validate(wrong)
+
+
+def _mutates(x, y):
+    x.add_(1)
+    return x * y
+
+
+def _same_buffer(a, b):
+    a.mul_(2)
+    return a + b
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_mutates, lambda: (torch.randn(5), torch.randn(5))),
+    (_same_buffer, lambda: (lambda t: (t, t))(torch.randn(5))),  # one buffer passed as both inputs
+    (lambda x, w: (x * w).sum(), lambda: (torch.randn(5), torch.randn(5, requires_grad=True))),  # training
+])
+@pytest.mark.parametrize("verify", [False, True])
+def test_bisection_replays_on_fresh_copies_and_names_the_real_culprit(fn, make, verify):
+    """After the call has written to its inputs, bisection still compares with eager on the inputs it replays."""
+    args = make()
+    good = thunderlab.jit(fn, pipeline="dce,cse,autodiff,claim,del", verify=verify, keep_inputs=True)
+    good(*make())
+    assert thunderlab.last_record(good).bisect() is None  # nothing to blame, capture least of all
+    bad = thunderlab.jit(fn, pipeline="dce,cse,autodiff,test-mul-to-add,claim,del", keep_inputs=True)
+    bad(*args)
+    found = thunderlab.last_record(bad).bisect()
+    assert found is not None and found.spec == "test-mul-to-add"  # (mul_ is functionalized to mul: it breaks too)

@@ -107,6 +107,7 @@ class CompileRecord:
     captured: Program | None = field(default=None, repr=False)
     held_inputs: "HeldInputs | None" = field(default=None, repr=False)
     reference: Any = field(default=None, repr=False)
+    eager: Any = field(default=None, repr=False)  # the captured graph run by PyTorch itself: bisection's reference
     regions: dict = field(default_factory=dict, repr=False)  # name -> the live runner of each fusion region
     reused: int = 0  # passes taken unchanged from the record this one was re-run from
 

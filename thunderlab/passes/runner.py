@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 
 from thunderlab.core.program import Program
-from thunderlab.core.symbols import tree_flatten, tree_map
+from thunderlab.core.symbols import tree_flatten
 from thunderlab.core.verify import VerificationError, check_trace
 from thunderlab.executors.base import bind
 from thunderlab.inspect.record import Step, Verification
@@ -102,6 +102,27 @@ def signature_change(before: tuple[list, list], after: tuple[list, list]) -> str
     return ""
 
 
+def fresh_copies(inputs) -> tuple:
+    """Copies of ``inputs`` to run a program on, keeping which of them share memory.
+
+    A tensor passed twice stays one tensor, and views of one buffer stay views of one copy of it,
+    so a program that writes through one of them sees the write through the others, as it did.
+    """
+    bases: dict = {}
+
+    def copy(v):
+        if not isinstance(v, torch.Tensor):
+            return v
+        base = v._base if v._base is not None else v
+        key = id(base)
+        if key not in bases:
+            bases[key] = base.detach().clone()
+        b = bases[key]
+        return b if v is base else b.as_strided(v.size(), v.stride(), v.storage_offset())
+
+    return tuple(copy(v) for v in inputs)
+
+
 def run_program(program: Program, inputs, trace: str = "forward"):
     """Run one trace of ``program`` with its executors (torch where unclaimed; fusion regions call by call)."""
     fn = bind(program.traces[trace], options={"eager_regions": True})
@@ -149,7 +170,7 @@ def verify(program: Program, inputs=None, reference=None, checked: dict | None =
         return Verification(False, str(e), detail=str(e))
     if reference is None or inputs is None:
         return Verification(True)
-    fresh = tree_map(lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v, tuple(inputs))
+    fresh = fresh_copies(inputs)
     try:
         with torch.no_grad():
             out = run_program(program, fresh)
@@ -273,11 +294,13 @@ def bisect(record, inputs=None, reference=None) -> "Bisection | None":
                          f"too: record.example_inputs has them in order")
     steps = [s for s in record.steps if s.program is not None]
     if reference is None:
-        reference = record.reference
-    if reference is None:
-        fresh = tree_map(lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v, inputs)
+        # eager again, on copies of the inputs as they are now: the outputs saved at compile time belong
+        # to the inputs as they were then, and the call itself may have written to them since
         with torch.no_grad():
-            reference = run_program(record.steps[0].program, fresh)
+            if record.eager is not None:
+                reference = record.eager(*fresh_copies(inputs)[:len(record.inputs)])  # lifted constants follow
+            else:
+                reference = run_program(record.steps[0].program, fresh_copies(inputs))
     checked: list[int] = []
     results: dict[int, Verification] = {}
 

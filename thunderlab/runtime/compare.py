@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from thunderlab.core.symbols import tree_map
 from thunderlab.executors.base import bind
 from thunderlab.inspect.record import CompileRecord
+from thunderlab.passes.runner import fresh_copies
 
 
 def time_program(record: CompileRecord, repeats: int = 20, warmup: int = 3) -> float:
@@ -18,7 +18,7 @@ def time_program(record: CompileRecord, repeats: int = 20, warmup: int = 3) -> f
         raise ValueError(f"{record!r} has no final program, or its inputs are gone (records hold tensors weakly; "
                          f"compile with thunderlab.jit(..., keep_inputs=True) to time it later)")
     fn = bind(record.program.forward, options={"eager_regions": True})
-    inputs = tree_map(lambda v: v.detach().clone() if isinstance(v, torch.Tensor) else v, tuple(record.example_inputs))
+    inputs = fresh_copies(record.example_inputs)
     times = []
     with torch.no_grad():
         for i in range(warmup + repeats):

@@ -161,7 +161,7 @@ class CompiledGraph:
         program = Program({"forward": trace})
         full_inputs = tuple(args) + tuple(lifted)
         # the inputs are kept by reference (not copied) so that bisection and re-runs can check numerics later
-        record.captured, record.reference = program, reference
+        record.captured, record.reference, record.eager = program, reference, self.eager
         # verify=True checks re-runs against eager too, on these inputs: asking for it keeps them
         record.held_inputs = HeldInputs(full_inputs, strong=self.options.keep_inputs or self.options.verify)
         record.steps.append(Step(0, "capture", capture_s, program, 0, program.count(), verify(program, full_inputs, reference)))
@@ -242,6 +242,7 @@ def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) 
     k = reusable_prefix(record, parsed)
     new = CompileRecord(record.name, record.inputs, str(parsed), graph_index=record.graph_index,
                         captured=record.captured, held_inputs=record.held_inputs, reference=record.reference,
+                        eager=record.eager,
                         reused=k)
     new.steps.extend(record.steps[:1 + k])
     verifying = record.reference is not None
