@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # exactly this torch: the CPU wheel this machine carries (a looser pin pulls a CUDA build)
 TORCH  := torch==2.13.0
 
-.PHONY: setup demo test bench clean views browser graphviz
+.PHONY: setup demo test bench fuzz robustness clean views browser graphviz
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,15 @@ bench: setup
 	$(BIN)/python benchmarks/fusion.py
 	$(BIN)/python benchmarks/inspection.py
 	$(BIN)/python benchmarks/kernels.py
+
+# a larger random-pipeline campaign than `make test` runs (FUZZ_EXAMPLES draws, fresh each time)
+FUZZ_EXAMPLES ?= 1000
+fuzz: setup
+	THUNDERLAB_FUZZ_RANDOM=1 THUNDERLAB_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -p no:warnings tests/fuzz
+
+# memory of records, errors for bad input, and the fuzz counts: benchmarks/results/robustness.json
+robustness: setup
+	$(BIN)/python benchmarks/robustness.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache extension/node_modules extension/build-test

@@ -1,9 +1,10 @@
-"""Memory over a long-lived process: many compiled functions dropped again, and many shapes of one function.
+"""Robustness figures: memory over a long-lived process (many compiled functions dropped again, many
+shapes of one function), the errors bad inputs get, and a random-pipeline fuzz campaign.
 
 Writes benchmarks/results/robustness.json (merging into what other parts of the robustness
 run wrote there). Figures are resident set size (RSS) from /proc, after a full collection.
 
-    python benchmarks/robustness.py [--functions 1000] [--shapes 200]
+    python benchmarks/robustness.py [--functions 1000] [--shapes 200] [--fuzz-examples 300] [--only PART]
 """
 from __future__ import annotations
 
@@ -93,12 +94,93 @@ def many_shapes(n: int) -> dict:
             "limit": thunderlab.set_limits()["shapes"], "rss_growth_mib": round(rss_mib() - start, 1)}
 
 
+def bad_inputs() -> list[dict]:
+    """Mistakes a user can make, each with the error thunderlab answers (first line)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    def f(x):
+        return x.sin() * 2
+
+    def jit_call(pipeline, env=None):
+        def go():
+            old = {k: os.environ.get(k) for k in (env or {})}
+            os.environ.update(env or {})
+            try:
+                thunderlab.jit(f, pipeline=pipeline)(torch.randn(3))
+            finally:
+                for k, v in old.items():
+                    os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        return go
+
+    def cli(*argv, files=None):
+        def go():
+            with tempfile.TemporaryDirectory() as d:
+                for name, text in (files or {}).items():
+                    Path(d, name).write_text(text)
+                r = subprocess.run([sys.executable, "-m", "thunderlab", *[a.format(d=d) for a in argv]],
+                                   capture_output=True, text=True, timeout=300)
+                lines = [x for x in r.stderr.splitlines() if x.strip() and "Warning" not in x]
+                raise RuntimeError(f"exit {r.returncode}, {len(lines)} line(s): {lines[-1] if lines else ''}")
+        return go
+
+    ok_file = {"ok.py": "import torch\ndef f(x):\n    return x * 2\ndef f_inputs():\n    return torch.randn(3)\n"}
+    cases = [
+        ("unknown pass", jit_call("dce,frobnicate,del")),
+        ("option given twice", jit_call("claim{executors=torch,executors=inductor},del")),
+        ("unknown symbol to decompose", jit_call("claim{decompose=layernorm},del")),
+        ("bad option type", jit_call("fuse{max_size=big},del")),
+        ("pass after del", jit_call("dce,del,cse")),
+        ("fuse without claim", jit_call("dce,fuse,del")),
+        ("unknown executor in THUNDERLAB_EXECUTORS", jit_call("dce,claim,del", {"THUNDERLAB_EXECUTORS": "cuda+torch"})),
+        ("pipeline not a string", lambda: thunderlab.jit(f, pipeline=["dce"])),
+        ("bad record limit", lambda: thunderlab.set_limits(records=0)),
+        ("last_record before a call", lambda: thunderlab.last_record(thunderlab.jit(f))),
+        ("CLI: file with a syntax error", cli("report", "{d}/bad.py:f", files={"bad.py": "def f(:\n"})),
+        ("CLI: no such function", cli("report", "{d}/ok.py:g", files=ok_file)),
+        ("CLI: unwritable --out", cli("report", "{d}/ok.py:f", "--out", "{d}/no/such/dir/r.html", files=ok_file)),
+        ("CLI: bad pipeline", cli("report", "{d}/ok.py:f", "--pipeline", "dce,,frob", files=ok_file)),
+    ]
+    table = []
+    for what, go in cases:
+        try:
+            go()
+            table.append({"input": what, "error": None})
+        except Exception as e:  # noqa: BLE001 - the table records what each mistake gets
+            table.append({"input": what, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"})
+    return table
+
+
+def fuzz(examples: int) -> dict:
+    """The random-pipeline fuzz (tests/fuzz) with fresh random draws: how much it ran and what it found."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        report = Path(d, "fuzz.json")
+        env = dict(os.environ, THUNDERLAB_FUZZ_EXAMPLES=str(examples), THUNDERLAB_FUZZ_RANDOM="1",
+                   THUNDERLAB_FUZZ_REPORT=str(report))
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:warnings", "tests/fuzz"],
+                           capture_output=True, text=True, env=env, cwd=Path(__file__).parents[1])
+        counts = json.loads(report.read_text()) if report.exists() else {}
+    failures = [line for line in r.stdout.splitlines() if line.startswith(("E ", "FAILED"))][:20]
+    return dict(counts, seconds=round(time.perf_counter() - t0, 1), passed=r.returncode == 0, bugs_found=failures)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--functions", type=int, default=1000)
     ap.add_argument("--shapes", type=int, default=200)
+    ap.add_argument("--fuzz-examples", type=int, default=300)
+    ap.add_argument("--only", choices=["memory", "shapes", "bad_inputs", "fuzz"], action="append",
+                    help="run only these parts (default all)")
     args = ap.parse_args()
-    out = {"memory": many_functions(args.functions), "shapes": many_shapes(args.shapes)}
+    parts = {"memory": lambda: many_functions(args.functions), "shapes": lambda: many_shapes(args.shapes),
+             "bad_inputs": bad_inputs, "fuzz": lambda: fuzz(args.fuzz_examples)}
+    out = {k: run() for k, run in parts.items() if not args.only or k in args.only}
     print(json.dumps(out, indent=1))
     data = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     data.update(out)

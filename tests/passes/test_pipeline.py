@@ -57,7 +57,7 @@ def test_bad_option_type():
         def __call__(self, program):
             return program
 
-    with pytest.raises(PipelineError, match="takes a int, got 'two'"):
+    with pytest.raises(PipelineError, match="takes an int, got 'two'"):
         Pipeline.parse("test-typed{factor=two}")
     assert Pipeline.parse("test-typed{factor=2}").passes()[0].factor == 2
 

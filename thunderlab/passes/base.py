@@ -89,7 +89,9 @@ def _convert(cls, key: str, raw: str):
             return tuple(inner(v) for v in raw.split("+") if v)
         return t(raw)
     except ValueError:
-        raise PipelineError(f"option {key!r} of pass {cls.name!r} takes a {_type_name(t)}, got {raw!r}") from None
+        kind = _type_name(t)
+        article = "an" if kind[:1] in "aeiou" else "a"
+        raise PipelineError(f"option {key!r} of pass {cls.name!r} takes {article} {kind}, got {raw!r}") from None
 
 
 @dataclass(frozen=True)
@@ -175,8 +177,9 @@ class Pipeline:
                     raise PipelineError(f"pass {spec.name!r} requires {req!r} to run before it; "
                                         f"add {req!r} earlier in the pipeline")
             if p.last and i != len(specs) - 1:
+                after = specs[i + 1:]
                 raise PipelineError(f"pass {spec.name!r} must be the last pass, but "
-                                    f"{', '.join(repr(s.name) for s in specs[i + 1:])} follow it")
+                                    f"{', '.join(repr(s.name) for s in after)} follow{'s' if len(after) == 1 else ''} it")
             if not p.repeatable and spec.name in seen:
                 warnings.warn(f"pass {spec.name!r} appears more than once in {str(self)!r}; its second run changes "
                               f"nothing", PipelineWarning, stacklevel=3)
