@@ -48,10 +48,18 @@ def make_module(i: int, ns: dict) -> torch.nn.Module:
     return ns[f"Cell{i}"]()
 
 
-def many_functions(n: int) -> dict:
+def _compiler(kind: str):
+    if kind == "thunderlab":
+        return thunderlab.jit
+    return lambda m: torch.compile(m, backend=lambda gm, example_inputs: gm.forward)  # TorchDynamo alone
+
+
+def many_functions(n: int, kind: str = "thunderlab") -> dict:
+    """Compile ``n`` fresh 1 MiB models (as notebook cells would), call each once, then drop them all."""
+    compile_ = _compiler(kind)
     ns = {"torch": torch}
     x = torch.randn(8, 512)
-    warm = thunderlab.jit(make_module(n, ns))
+    warm = compile_(make_module(n, ns))
     warm(x)
     del warm
     thunderlab.clear_records()
@@ -61,7 +69,7 @@ def many_functions(n: int) -> dict:
     for i in range(n):
         m = make_module(i, ns)
         weights.append(weakref.ref(m.w))
-        j = thunderlab.jit(m)
+        j = compile_(m)
         j(x)
         fns.append(j)
     del m
@@ -75,10 +83,27 @@ def many_functions(n: int) -> dict:
     alive = sum(w() is not None for w in weights)
     thunderlab.clear_records()
     cleared = rss_mib()
-    return {"functions": n, "seconds": round(seconds, 1), "records_kept": kept, "weights_alive_after_drop": alive, "rss_start_mib": round(start, 1),
+    return {"compiler": kind, "functions": n, "seconds": round(seconds, 1), "records_kept": kept,
+            "weights_alive_after_drop": alive, "rss_start_mib": round(start, 1),
             "rss_all_alive_mib": round(peak, 1), "rss_after_drop_mib": round(dropped, 1),
-            "rss_after_clear_records_mib": round(cleared, 1),
-            "after_drop_vs_start": round(dropped / start, 3), "after_clear_vs_start": round(cleared / start, 3)}
+            "rss_after_clear_records_mib": round(cleared, 1), "after_drop_vs_start": round(dropped / start, 3),
+            "retained_per_function_kib": round((dropped - start) * 1024 / n, 1)}
+
+
+def memory(n: int) -> dict:
+    """``many_functions`` for thunderlab and for TorchDynamo alone, each in a fresh process."""
+    import subprocess
+    import sys
+
+    out = {}
+    for kind in ("thunderlab", "dynamo_passthrough"):
+        code = (f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import robustness; "
+                f"print(json.dumps(robustness.many_functions({n}, {kind!r})))")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        out[kind] = json.loads(r.stdout.strip().splitlines()[-1])
+    a, b = out["thunderlab"], out["dynamo_passthrough"]
+    out["retained_vs_dynamo"] = round(a["retained_per_function_kib"] / max(b["retained_per_function_kib"], 1e-9), 2)
+    return out
 
 
 def many_shapes(n: int) -> dict:
@@ -178,7 +203,7 @@ def main():
     ap.add_argument("--only", choices=["memory", "shapes", "bad_inputs", "fuzz"], action="append",
                     help="run only these parts (default all)")
     args = ap.parse_args()
-    parts = {"memory": lambda: many_functions(args.functions), "shapes": lambda: many_shapes(args.shapes),
+    parts = {"memory": lambda: memory(args.functions), "shapes": lambda: many_shapes(args.shapes),
              "bad_inputs": bad_inputs, "fuzz": lambda: fuzz(args.fuzz_examples)}
     out = {k: run() for k, run in parts.items() if not args.only or k in args.only}
     print(json.dumps(out, indent=1))

@@ -8,7 +8,7 @@ import torch
 from thunderlab.core.trace import Trace
 from thunderlab.executors import default_order
 from thunderlab.frontend.dispatch import MISS, DirectCalls
-from thunderlab.frontend.dynamo import Backend
+from thunderlab.frontend.dynamo import Backend, BackendLink
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.passes import DEFAULT_PIPELINE
 from thunderlab.passes.base import PipelineError
@@ -24,9 +24,10 @@ class JitFunction:
         self.options = options
         name = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn")
         self.backend = Backend(options, name=name)
-        self._compiled = torch.compile(fn, backend=self.backend)
+        link = BackendLink(self.backend)  # Dynamo keeps what it is given: the graphs go when this object goes
+        self._compiled = torch.compile(fn, backend=link)
         # calls whose Dynamo guards pass skip Dynamo's frame hook (see thunderlab.frontend.dispatch)
-        self.direct = DirectCalls(fn, self._compiled, self.backend) if direct else None
+        self.direct = DirectCalls(fn, self._compiled, link) if direct else None
         if not isinstance(fn, torch.nn.Module):
             functools.update_wrapper(self, fn)
 

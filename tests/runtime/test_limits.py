@@ -61,3 +61,26 @@ def test_compiled_shapes_are_bounded_least_recently_used_first(limits):
     j(torch.randn(5))
     assert g.misses == misses + 1
     assert len(j.records) <= 4
+
+
+def test_a_dropped_function_takes_its_graphs_and_records_with_it():
+    """TorchDynamo keeps every backend it was given: thunderlab gives it a weak link, so nothing is pinned."""
+    import gc
+    import weakref
+
+    ns = {"torch": torch}
+    exec("class Cell(torch.nn.Module):\n"
+         "    def __init__(self):\n"
+         "        super().__init__()\n"
+         "        self.w = torch.nn.Parameter(torch.randn(64, 64))\n"
+         "    def forward(self, x):\n"
+         "        return (x @ self.w).relu()\n", ns)  # its own code object, as a notebook cell's class has
+    model = ns.pop("Cell")()
+    j = thunderlab.jit(model)
+    j(torch.randn(2, 64))
+    refs = [weakref.ref(j.backend), weakref.ref(j.backend.graphs[0]), weakref.ref(thunderlab.last_record(j)),
+            weakref.ref(model.w)]
+    del j, model
+    thunderlab.clear_records()
+    gc.collect()
+    assert [r() is None for r in refs] == [True] * 4

@@ -7,6 +7,7 @@ lowered for the concrete sizes it is called with and cached by them.
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Callable
 
 import torch
@@ -36,6 +37,30 @@ class Backend:
                               static=not values and _static(gm), value_inputs=values)
         self.graphs.append(graph)
         return graph
+
+
+class BackendLink:
+    """What ``torch.compile`` is given for a Backend: a small callable that refers to it weakly.
+
+    TorchDynamo keeps every backend it is given until ``torch._dynamo.reset()``; given the
+    Backend itself, it would keep every graph and record of every function ever compiled.
+    """
+
+    __slots__ = ("_ref", "__weakref__")
+
+    def __init__(self, backend: Backend):
+        self._ref = weakref.ref(backend)
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
+        backend = self._ref()
+        if backend is None:
+            raise RuntimeError("the thunderlab.jit function this graph belongs to was freed; compile again with thunderlab.jit")
+        return backend(gm, example_inputs)
+
+    @property
+    def graphs(self) -> list[CompiledGraph]:
+        backend = self._ref()
+        return backend.graphs if backend is not None else []
 
 
 def _static(gm: torch.fx.GraphModule) -> bool:
