@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from thunderlab.core.symbols import Symbol
+from thunderlab.core.symbols import Symbol, Tag
 
 from .prims import torch_meta
 from .torch_ops import TORCH_SYMBOLS
@@ -126,8 +126,12 @@ def _qualname(fn) -> str | None:
 
 
 def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbol:
-    """A symbol that calls ``fn`` (or Tensor method ``method``) as is: shown in the trace, never decomposed."""
-    key = ("method", method) if method else fn
+    """A symbol that calls ``fn`` (or Tensor method ``method``) as is: shown in the trace, never decomposed.
+
+    It is tagged RANDOM once a call of it is seen to draw random numbers (while its metadata is
+    computed), so that no pass merges, drops or recomputes such a call.
+    """
+    key = (("method", method) if method else fn, side_effect)
     sym = _OPAQUE.get(key)
     if sym is None:
         if method:
@@ -136,8 +140,12 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
             name = method
         else:
             impl, qual, name = fn, _qualname(fn), getattr(fn, "__name__", "call")
-        sym = Symbol(name=name, module="torch", impl=impl, meta=torch_meta(impl, qual or name),
-                     side_effect=side_effect, qualname=qual or f"_opaque_{len(_OPAQUE)}_{name}")
+
+        def draws():
+            sym.tags = sym.tags | {Tag.RANDOM}
+
+        sym = Symbol(name=name, module="torch", impl=impl, meta=torch_meta(impl, qual or name, on_draw=draws),
+                     tags={Tag.SIDE_EFFECT} if side_effect else (), qualname=qual or f"_opaque_{len(_OPAQUE)}_{name}")
         _OPAQUE[key] = sym
     return sym
 
