@@ -146,6 +146,8 @@ class Lowering:
             if not any(isinstance(v, torch.Tensor) for v in tree_flatten(out)):
                 return out  # Python arithmetic on sizes and the like
             return mapping.opaque(target)(*args, **kwargs)
+        if isinstance(kwargs.get("out"), TensorProxy):  # torch.add(a, b, out=c) writes into c and returns it
+            return self.real_inplace(kwargs["out"], mapping.opaque(target, side_effect=True), args, kwargs)
         base = mapping.inplace_base(target)
         if base and args and isinstance(args[0], TensorProxy) and mapping.lookup(target) is None:
             fsym = mapping.functional_for(base)

@@ -7,6 +7,7 @@ Anything with no entry becomes an opaque torch call (see ``opaque``).
 from __future__ import annotations
 
 import operator
+import re
 from typing import Callable
 
 import torch
@@ -109,6 +110,8 @@ def _qualname(fn) -> str | None:
     if qual and qual.startswith("_VariableFunctionsClass."):
         qual = qual.split(".", 1)[1]
     candidates = []
+    if isinstance(fn, torch._ops.OpOverload):  # an operator, a custom one included: torch.ops.<ns>.<op>.<overload>
+        candidates.append(f"torch.ops.{fn.namespace}.{fn._opname}.{fn._overloadname}")
     if qual:
         if mod.startswith("torch"):
             candidates.append(f"{mod}.{qual}")
@@ -123,6 +126,11 @@ def _qualname(fn) -> str | None:
         if obj is fn and c.split(".")[0] == "torch":
             return c
     return None
+
+
+def _identifier(name: str) -> str:
+    """``name`` made a Python identifier (a lambda's ``<lambda>``, an operator's ``op.default``)."""
+    return re.sub(r"\W", "_", name)
 
 
 def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbol:
@@ -140,12 +148,14 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
             name = method
         else:
             impl, qual, name = fn, _qualname(fn), getattr(fn, "__name__", "call")
+            # an operator whose schema writes to an argument (a custom op declared with mutates_args)
+            side_effect = side_effect or (isinstance(fn, torch._ops.OpOverload) and fn._schema.is_mutable)
 
         def draws():
             sym.tags = sym.tags | {Tag.RANDOM}
 
         sym = Symbol(name=name, module="torch", impl=impl, meta=torch_meta(impl, qual or name, on_draw=draws),
-                     tags={Tag.SIDE_EFFECT} if side_effect else (), qualname=qual or f"_opaque_{len(_OPAQUE)}_{name}")
+                     tags={Tag.SIDE_EFFECT} if side_effect else (), qualname=qual or f"_opaque_{len(_OPAQUE)}_{_identifier(name)}")
         _OPAQUE[key] = sym
     return sym
 

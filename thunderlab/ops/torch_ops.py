@@ -373,6 +373,11 @@ def to(a, *args, dtype=None, device=None, non_blocking=False, copy=False, memory
     return prims.convert_element_type(a, dtype or a.dtype)
 
 
+@torchsymbol(torch.Tensor.cpu, methods=("cpu",))
+def cpu(a, memory_format=None):
+    return to(a, device="cpu")  # the tensor itself when it is on the CPU already, as in eager
+
+
 def _as(dtype, mname):
     def decomposition(a, memory_format=None):
         return prims.convert_element_type(a, dtype)

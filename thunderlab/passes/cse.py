@@ -52,14 +52,16 @@ def cse_trace(trace: Trace) -> Trace:
     rename: dict[str, TensorProxy] = {}
     kept = []
     returned = {p.name for p in trace.output_proxies()}
+    # values a call may write into (buffers of out=, targets of in-place calls): two equal ones are two buffers
+    written = {p.name for b in trace.bound_symbols if b.sym.side_effect for p in b.inputs}
     for b in trace.bound_symbols:
         b = b.swap(rename)
         if b.sym.side_effect:
             seen.clear()  # a write may change what any later read sees
             kept.append(b)
             continue
-        if b.sym.random or not b.outputs:
-            kept.append(b)  # two draws are two values
+        if b.sym.random or not b.outputs or written & {p.name for p in b.outputs}:
+            kept.append(b)  # two draws are two values; a buffer written later is its own
             continue
         key = _freeze(_key(b))
         prior = seen.get(key)
