@@ -78,3 +78,12 @@ def test_tracing_draws_nothing_from_the_generator():
     got = j(torch.zeros(8, dtype=torch.int64))
     torch.manual_seed(0)
     torch.testing.assert_close(got, torch.randperm(8) + torch.randint(0, 5, (8,)))
+
+
+def test_fusion_executors_decline_draws_and_say_why():
+    from thunderlab.executors.base import get_executor
+
+    tr = _traced(lambda x: ltorch.mul(x, prims.bernoulli(x, 0.5)), (4,))
+    draw = next(b for b in tr.bound_symbols if b.sym.name == "bernoulli")
+    ok, why = get_executor("inductor").can_execute(draw)
+    assert not ok and "random" in why
