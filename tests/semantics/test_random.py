@@ -8,6 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import thunderlab
+
 from .harness import check
 
 
@@ -88,3 +90,23 @@ def test_random_without_derivative_rule_is_refused_under_grad(fn):
 def test_random_through_inductor():
     # a fusion executor that cannot reproduce eager's stream leaves the draw to torch
     check(lambda x: (F.dropout(x * 2, 0.5) + 1, torch.rand(3)), _x, entries=["inductor"], calls=1)
+
+
+def test_native_dropout_and_its_gradient():
+    check(lambda x: torch.native_dropout(x, 0.3, True)[0] * 2, _x)
+
+
+def test_dropout_where_eager_runs_its_fused_kernel(monkeypatch):
+    # on CUDA eager's dropout is native_dropout; the CPU's native_dropout stands in for it here
+    from thunderlab.ops import torch_nn_ops
+
+    monkeypatch.setattr(torch_nn_ops, "FUSED_DROPOUT_DEVICES", {"cpu"})
+    fused = thunderlab.jit(lambda x: F.dropout(x, 0.3) * 2)
+    x = torch.randn(4, 8, requires_grad=True)
+    torch.manual_seed(0)
+    got = fused(x)
+    (gx,) = torch.autograd.grad(got, x, torch.ones_like(got))
+    torch.manual_seed(0)
+    want = torch.native_dropout(x, 0.3, True)[0] * 2
+    (wx,) = torch.autograd.grad(want, x, torch.ones_like(want))
+    torch.testing.assert_close((got, gx), (want, wx))

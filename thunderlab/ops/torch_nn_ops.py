@@ -185,16 +185,23 @@ def log_softmax(a, dim, dtype=None):
 
 
 # -- dropout, embedding, attention ---------------------------------------------------------
+# (output, keep mask): what eager's dropout runs on these devices (ATen's fused kernel), kept whole
+native_dropout = opaque_symbol("native_dropout", torch.native_dropout, tags={Tag.RANDOM})
+FUSED_DROPOUT_DEVICES = {"cuda", "xpu"}
+
+
 @_sym("dropout", F.dropout, torch.dropout, tags={Tag.RANDOM})
 def dropout(a, p=0.5, training=True, inplace=False):
     lt = _lt()
-    if not training or p == 0:
+    if not training or p == 0 or a.numel() == 0:
         return prims.convert_element_type(a, a.dtype)
     if p == 1:
         return lt.mul(a, 0)
+    if a.device.type in FUSED_DROPOUT_DEVICES:
+        return native_dropout(a, p, True)[0]
     if a.device.type == "cpu":  # eager's own steps, so the same draws: noise ~ Bernoulli(1 - p), scaled, times a
         return lt.mul(a, lt.div(prims.bernoulli(a, 1 - p), 1 - p))
-    # elsewhere eager runs a fused kernel whose stream no decomposition reproduces
+    # elsewhere (mps, ...) eager's stream is not reproduced: a mask of the same distribution
     keep = lt.ge(prims.uniform(a.shape, 0.0, 1.0, dtype=torch.float32, device=a.device), p)
     return lt.where(keep, lt.mul(a, 1.0 / (1.0 - p)), 0.0)
 

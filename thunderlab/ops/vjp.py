@@ -725,6 +725,16 @@ def _eager_vjp_meta(qualname, args, kwargs, grads, wrt=None):
     return tuple(tr.proxy(v.shape, v.dtype, v.device) for v in _float_tensors(args, kwargs))
 
 
+@vjp("ltorch.native_dropout")
+def _(b, g):
+    gout = g[0] if isinstance(g, tuple) else g
+    if gout is None:
+        return []
+    a, p = b.args[0], b.args[1]
+    # eager's native_dropout_backward: the gradient where the mask kept, scaled as the output was
+    return [(a, lt.mul(lt.mul(gout, b.output[1]), 1.0 / (1.0 - p)))]
+
+
 @vjp("prims.bernoulli")
 def _(b, g):
     return []  # the noise depends on its argument's layout, not on its values
