@@ -155,7 +155,8 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
             sym.tags = sym.tags | {Tag.RANDOM}
 
         sym = Symbol(name=name, module="torch", impl=impl, meta=torch_meta(impl, qual or name, on_draw=draws),
-                     tags={Tag.SIDE_EFFECT} if side_effect else (), qualname=qual or f"_opaque_{len(_OPAQUE)}_{_identifier(name)}")
+                     tags={Tag.SIDE_EFFECT} if side_effect else (),
+                     qualname=qual or f"_opaque_{len(_OPAQUE)}_{_identifier(name)}")
         _OPAQUE[key] = sym
     return sym
 

@@ -210,15 +210,14 @@ prim("uniform", lambda shape, minval, maxval, *, dtype, device:
      torch.empty(shape, dtype=dtype, device=device).uniform_(minval, maxval), _uniform_meta, tags={Tag.RANDOM})
 
 
-def _bernoulli_meta(a, p, shape=None):
-    return current_trace().proxy(a.shape if shape is None else tuple(shape), a.dtype, a.device)
+def _bernoulli_meta(a, p):
+    return current_trace().proxy(a.shape, a.dtype, a.device)
 
 
-def _bernoulli_impl(a, p, shape=None):
-    # laid out like ``a`` (empty_like keeps its strides) when no shape is given, as eager's dropout lays
-    # out its noise: values are drawn in memory order, so the layout decides which element gets which
-    noise = torch.empty_like(a) if shape is None else torch.empty(shape, dtype=a.dtype, device=a.device)
-    return noise.bernoulli_(p)
+def _bernoulli_impl(a, p):
+    # laid out like ``a`` (empty_like keeps its strides), as eager's dropout lays out its noise: values
+    # are drawn in memory order, so the layout decides which element gets which
+    return torch.empty_like(a).bernoulli_(p)
 
 
 # ones with probability p, in ``a``'s dtype: the noise of eager's dropouts, drawn as they draw it
