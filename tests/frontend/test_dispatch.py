@@ -323,3 +323,22 @@ def test_a_direct_call_runs_no_python_layer_of_dynamo_outside_its_guards():
     assert not {n for n in names if n.startswith("record_pregraph_bytecode")}, frames
     assert not [f for f in frames if f[0].endswith("_dynamo/guards.py") and f[1] == "check"], frames
     assert not [f for f in frames if "eval_frame" in f[0]], frames  # no Dynamo frame-hook wrapper
+
+
+def test_changed_defaults_are_the_ones_a_direct_call_uses():
+    def f(x, a=2.0, *, b=1.0, t=torch.zeros(4)):
+        return x * a + b + t
+
+    j = thunderlab.jit(f)
+    x = torch.randn(4)
+    for _ in range(2):
+        torch.testing.assert_close(j(x), f(x))
+    f.__defaults__ = (3.0,)  # seen by Dynamo's guards on the frame's values: a recompile
+    torch.testing.assert_close(j(x), x * 3.0 + 1.0)
+    f.__kwdefaults__["b"] = 5.0  # changed in place
+    torch.testing.assert_close(j(x), x * 3.0 + 5.0)
+    f.__kwdefaults__ = {"b": 5.0, "t": torch.ones(4)}  # a tensor of the same kind passes the guards
+    before = _direct(j)
+    torch.testing.assert_close(j(x), x * 3.0 + 6.0)
+    torch.testing.assert_close(j(x), x * 3.0 + 6.0)
+    assert _direct(j) > before  # and still runs directly

@@ -30,6 +30,8 @@ ENTRIES: dict[str, Callable] = {
     # every torch-level call replaced by its prims: the decompositions must keep the meaning too
     "decomposed": lambda fn: thunderlab.jit(fn, pipeline="dce,cse,autodiff,remat,claim{decompose=all},del"),
     "direct-off": lambda fn: thunderlab.jit(fn, direct=False),
+    # fusion regions compiled by TorchInductor (its first compile takes seconds: use in few cases)
+    "inductor": lambda fn: thunderlab.jit(fn, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del", tiered=False),
 }
 DEFAULT_ENTRIES = ("jit", "compile", "decomposed")
 

@@ -1,6 +1,7 @@
 """Symbols (operations) and bound symbols (one call of an operation in a trace)."""
 from __future__ import annotations
 
+import enum
 import itertools
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -34,6 +35,16 @@ class SourceInfo:
         return f"{os.path.basename(self.file)}:{self.line}"
 
 
+class Tag(enum.Enum):
+    """A fact about what a symbol does beyond computing its outputs; passes read these, not names."""
+
+    RANDOM = "random"  # draws from a random generator: never merged, never dropped, never recomputed
+    SIDE_EFFECT = "side_effect"  # writes to an argument (copy_, in-place ops): never merged or dropped
+    VIEW = "view"  # only re-describes its input's memory (shape, strides, a slice): recomputing moves no data
+    DONT_RECOMPUTE = "dont_recompute"  # costs real work (matmul, convolution): computed once, in forward
+    BOOKKEEPING = "bookkeeping"  # no computation at all (``del``)
+
+
 @dataclass(eq=False)
 class Symbol:
     """An operation: its name, how to compute output metadata, and how to run it eagerly.
@@ -50,14 +61,22 @@ class Symbol:
     meta: Callable | None = None
     decomposition: Callable | None = None
     is_prim: bool = False
-    side_effect: bool = False  # writes to an argument (copy_, in-place ops); never removed or merged
-    random: bool = False  # nondeterministic: never merged by cse
+    tags: frozenset = frozenset()  # Tag values
     printer: Callable | None = None  # custom printing, e.g. `del`
     qualname: str | None = None  # how the printed program spells the call
 
     def __post_init__(self):
         if self.qualname is None:
             self.qualname = f"{self.module}.{self.name}"
+        self.tags = frozenset(self.tags)
+
+    @property
+    def random(self) -> bool:
+        return Tag.RANDOM in self.tags
+
+    @property
+    def side_effect(self) -> bool:
+        return Tag.SIDE_EFFECT in self.tags
 
     def __call__(self, *args, **kwargs):
         from .trace import current_trace

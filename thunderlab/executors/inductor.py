@@ -7,7 +7,7 @@ import threading
 
 import torch
 
-from thunderlab.core.symbols import BoundSymbol, Symbol
+from thunderlab.core.symbols import BoundSymbol, Symbol, Tag
 from thunderlab.core.trace import region_trace
 
 from .base import Executor, bind, register_executor
@@ -15,10 +15,7 @@ from .region import RegionRunner
 
 # the torch-level or prim calls inductor is not handed
 _DECLINE = {
-    "copy_": "writes to an argument",
-    "python_del": "bookkeeping",
     "eager_vjp": "runs PyTorch autograd itself",
-    "uniform": "random: inductor's generator differs from eager torch's",
 }
 _compiled: dict[tuple, tuple] = {}  # (region code, input metadata) -> (callable, kernel source)
 _lock = threading.Lock()
@@ -71,6 +68,8 @@ class InductorExecutor(Executor):
             return False, f"{s.qualname} {_DECLINE[s.name]}"
         if s.module == "torch":
             return False, f"{s.qualname} is an opaque torch call, which inductor is not handed"
+        if Tag.BOOKKEEPING in s.tags:
+            return False, f"{s.qualname} is bookkeeping"
         if s.side_effect:
             return False, f"{s.qualname} writes to an argument"
         if _draws_random(bsym):

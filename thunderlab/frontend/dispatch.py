@@ -103,7 +103,8 @@ class DirectCalls:
             return
         code = self.func.__code__
         self.code = code
-        self.signature = inspect.signature(self.func)
+        self._defaults: tuple | None = None  # the defaults ``signature`` was made with (see _signature)
+        self._signature()
         self._names = code.co_varnames[:code.co_argcount]
         varargs = code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
         simple = not varargs and not code.co_kwonlyargcount
@@ -146,12 +147,14 @@ class DirectCalls:
             frame_locals = {self.code.co_varnames[0]: args, self.code.co_varnames[1]: kwargs}
         else:
             try:
-                bound = self.signature.bind(*lead, *args, **kwargs)
+                bound = self._signature().bind(*lead, *args, **kwargs)
             except TypeError:
                 self.why_not = "the arguments do not match the signature"
                 return MISS  # Dynamo (then Python) raises the error the user expects
             bound.apply_defaults()
             frame_locals = bound.arguments
+            # every argument explicit: the runner's own defaults (those it was made with) play no part
+            lead, args, kwargs = (), bound.args, bound.kwargs
         for name, cell in self._free:
             frame_locals[name] = cell.cell_contents
         # Dynamo's cache entries for the code, fetched again only when their number changed: entries are
@@ -182,6 +185,21 @@ class DirectCalls:
         self.why_not = "no cached graph's guards pass (Dynamo compiles a new one)"
         self._listed = None  # Dynamo is about to add one
         return MISS
+
+    def _signature(self) -> inspect.Signature:
+        """The function's signature with the defaults it has now.
+
+        Python fills a frame's parameters from ``__defaults__`` and ``__kwdefaults__`` as they are at
+        the call, and Dynamo's guards check the frame so filled; both may be reassigned, or the
+        keyword dict changed in place, at any time. The signature is made again when they change.
+        """
+        f = self.func
+        kw = f.__kwdefaults__
+        now = (f.__defaults__, tuple((k, id(v)) for k, v in kw.items()) if kw else None)
+        if self._defaults is None or now[0] is not self._defaults[0] or now[1] != self._defaults[1]:
+            self.signature = inspect.signature(f)
+            self._defaults = now
+        return self.signature
 
     def _make(self, entry) -> tuple[str, Callable | None, Callable | None]:
         """("", None, None) for another backend's entry; else "ok" and its two runners (for calls made

@@ -7,6 +7,7 @@ lowered for the concrete sizes it is called with and cached by them.
 from __future__ import annotations
 
 import itertools
+import warnings
 import weakref
 from typing import Callable
 
@@ -14,7 +15,7 @@ import torch
 
 from thunderlab.runtime.compiled import CompiledGraph, Options
 
-from .fx import lower, value_inputs
+from .fx import lower, source_of, value_inputs
 
 _graph_ids = itertools.count()
 
@@ -26,12 +27,18 @@ class Backend:
         self.options = options or Options()
         self.name = name
         self.graphs: list[CompiledGraph] = []
+        self.eager: list[tuple[str, str]] = []  # (graph name, why it runs as captured) for graphs not compiled
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
         index = next(_graph_ids)
         name = self.name or getattr(gm, "_thunderlab_name", None) or f"graph{index}"
         if self.graphs:
             name = f"{name}[{len(self.graphs)}]"
+        why = _runs_as_captured(gm)
+        if why is not None:
+            self.eager.append((name, why))
+            warnings.warn(f"thunderlab: {name} runs eagerly, as TorchDynamo captured it: {why}", stacklevel=2)
+            return gm.forward
         values = value_inputs(gm)
         graph = CompiledGraph(lambda args: lower(gm, args), self.options, name=name, graph_index=index, eager=gm.forward,
                               static=not values and _static(gm), value_inputs=values)
@@ -61,6 +68,24 @@ class BackendLink:
     def graphs(self) -> list[CompiledGraph]:
         backend = self._ref()
         return backend.graphs if backend is not None else []
+
+
+def _runs_as_captured(gm: torch.fx.GraphModule) -> str | None:
+    """Why ``gm`` cannot be lowered to a trace and must run as captured, or None.
+
+    A value only known when the graph runs (``x.sum().item()`` under ``capture_scalar_outputs``,
+    ``nonzero`` under ``capture_dynamic_output_shape_ops``) cannot be specialized for the call, as
+    thunderlab's traces are: TorchDynamo marks such nodes with the unbacked symbols they bind.
+    """
+    for node in gm.graph.nodes:
+        if node.meta.get("unbacked_bindings"):
+            target = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", str(node.target))
+            src = source_of(node)
+            where = f" at {src.short()} ({src.code})" if src else ""
+            return (f"{target}{where} gives a value known only when the graph runs (TorchDynamo's "
+                    f"capture_scalar_outputs or capture_dynamic_output_shape_ops is on); turn that option off to "
+                    f"let TorchDynamo break the graph there and thunderlab compile the rest")
+    return None
 
 
 def _static(gm: torch.fx.GraphModule) -> bool:

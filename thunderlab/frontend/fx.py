@@ -141,10 +141,13 @@ class Lowering:
         if target is operator.setitem and isinstance(args[0], TensorProxy):
             return self.real_inplace(args[0], mapping.opaque(operator.setitem, side_effect=True), args, kwargs)
         if not proxies_in((args, kwargs)) and mapping.lookup(target) is None:
-            out = target(*args, **kwargs)
+            with torch.random.fork_rng(devices=[]):  # run to see what it makes: a draw here is not the program's
+                out = target(*args, **kwargs)
             if not any(isinstance(v, torch.Tensor) for v in tree_flatten(out)):
                 return out  # Python arithmetic on sizes and the like
             return mapping.opaque(target)(*args, **kwargs)
+        if isinstance(kwargs.get("out"), TensorProxy):  # torch.add(a, b, out=c) writes into c and returns it
+            return self.real_inplace(kwargs["out"], mapping.opaque(target, side_effect=True), args, kwargs)
         base = mapping.inplace_base(target)
         if base and args and isinstance(args[0], TensorProxy) and mapping.lookup(target) is None:
             fsym = mapping.functional_for(base)

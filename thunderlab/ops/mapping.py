@@ -7,12 +7,13 @@ Anything with no entry becomes an opaque torch call (see ``opaque``).
 from __future__ import annotations
 
 import operator
+import re
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from thunderlab.core.symbols import Symbol
+from thunderlab.core.symbols import Symbol, Tag
 
 from .prims import torch_meta
 from .torch_ops import TORCH_SYMBOLS
@@ -109,6 +110,8 @@ def _qualname(fn) -> str | None:
     if qual and qual.startswith("_VariableFunctionsClass."):
         qual = qual.split(".", 1)[1]
     candidates = []
+    if isinstance(fn, torch._ops.OpOverload):  # an operator, a custom one included: torch.ops.<ns>.<op>.<overload>
+        candidates.append(f"torch.ops.{fn.namespace}.{fn._opname}.{fn._overloadname}")
     if qual:
         if mod.startswith("torch"):
             candidates.append(f"{mod}.{qual}")
@@ -125,9 +128,18 @@ def _qualname(fn) -> str | None:
     return None
 
 
+def _identifier(name: str) -> str:
+    """``name`` made a Python identifier (a lambda's ``<lambda>``, an operator's ``op.default``)."""
+    return re.sub(r"\W", "_", name)
+
+
 def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbol:
-    """A symbol that calls ``fn`` (or Tensor method ``method``) as is: shown in the trace, never decomposed."""
-    key = ("method", method) if method else fn
+    """A symbol that calls ``fn`` (or Tensor method ``method``) as is: shown in the trace, never decomposed.
+
+    It is tagged RANDOM once a call of it is seen to draw random numbers (while its metadata is
+    computed), so that no pass merges, drops or recomputes such a call.
+    """
+    key = (("method", method) if method else fn, side_effect)
     sym = _OPAQUE.get(key)
     if sym is None:
         if method:
@@ -136,8 +148,15 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
             name = method
         else:
             impl, qual, name = fn, _qualname(fn), getattr(fn, "__name__", "call")
-        sym = Symbol(name=name, module="torch", impl=impl, meta=torch_meta(impl, qual or name),
-                     side_effect=side_effect, qualname=qual or f"_opaque_{len(_OPAQUE)}_{name}")
+            # an operator whose schema writes to an argument (a custom op declared with mutates_args)
+            side_effect = side_effect or (isinstance(fn, torch._ops.OpOverload) and fn._schema.is_mutable)
+
+        def draws():
+            sym.tags = sym.tags | {Tag.RANDOM}
+
+        sym = Symbol(name=name, module="torch", impl=impl, meta=torch_meta(impl, qual or name, on_draw=draws),
+                     tags={Tag.SIDE_EFFECT} if side_effect else (),
+                     qualname=qual or f"_opaque_{len(_OPAQUE)}_{_identifier(name)}")
         _OPAQUE[key] = sym
     return sym
 

@@ -7,13 +7,15 @@ Python numbers); broadcasting and type promotion happen above, in the torch-leve
 from __future__ import annotations
 
 import builtins
+import contextlib
 import math
 from numbers import Number
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import Symbol, tree_flatten, tree_map
+from thunderlab.core.symbols import Symbol, Tag, tree_flatten, tree_map
 from thunderlab.core.trace import TraceError, current_trace
 
 PRIMS: dict[str, Symbol] = {}
@@ -56,19 +58,40 @@ def _to_meta(v):
     return v.meta_tensor().requires_grad_(False) if isinstance(v, TensorProxy) else v
 
 
-def torch_meta(fn, name: str):
-    """A meta function that runs ``fn`` on meta-device tensors and proxies the results."""
+def torch_meta(fn, name: str, on_draw=None):
+    """A meta function that runs ``fn`` on meta-device tensors and proxies the results.
+
+    ``on_draw()`` is called when ``fn`` turns out to draw random numbers (an aten op PyTorch tags
+    ``nondeterministic_seeded`` runs inside it). A call with no tensor arguments runs for real
+    (on the CPU): the random generator is restored after it, so tracing draws nothing.
+    """
 
     def meta(*args, **kwargs):
         ins = _tensors(args, kwargs)
+        probe = _DrawProbe() if on_draw is not None else contextlib.nullcontext()
+        keep = contextlib.nullcontext() if ins else torch.random.fork_rng(devices=[])
         try:
-            out = fn(*tree_map(_to_meta, args), **tree_map(_to_meta, kwargs))
+            with keep, probe:
+                out = fn(*tree_map(_to_meta, args), **tree_map(_to_meta, kwargs))
         except Exception as e:  # the message of torch's own check is the useful part
             raise TraceError(f"{name}: {e}") from None
+        if on_draw is not None and probe.drew:
+            on_draw()
         device = ins[0].device if ins else torch.device("cpu")
         return tree_map(lambda t: _new(t.shape, t.dtype, device, ins) if isinstance(t, torch.Tensor) else t, out)
 
     return meta
+
+
+class _DrawProbe(TorchDispatchMode):
+    """Notes whether any aten op run under it draws from a random generator."""
+
+    drew = False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            self.drew = True
+        return func(*args, **(kwargs or {}))
 
 
 # -- elementwise ----------------------------------------------------------------------------
@@ -184,7 +207,21 @@ def _uniform_meta(shape, minval, maxval, *, dtype, device):
 
 
 prim("uniform", lambda shape, minval, maxval, *, dtype, device:
-     torch.empty(shape, dtype=dtype, device=device).uniform_(minval, maxval), _uniform_meta, random=True)
+     torch.empty(shape, dtype=dtype, device=device).uniform_(minval, maxval), _uniform_meta, tags={Tag.RANDOM})
+
+
+def _bernoulli_meta(a, p):
+    return current_trace().proxy(a.shape, a.dtype, a.device)
+
+
+def _bernoulli_impl(a, p):
+    # laid out like ``a`` (empty_like keeps its strides), as eager's dropout lays out its noise: values
+    # are drawn in memory order, so the layout decides which element gets which
+    return torch.empty_like(a).bernoulli_(p)
+
+
+# ones with probability p, in ``a``'s dtype: the noise of eager's dropouts, drawn as they draw it
+prim("bernoulli", _bernoulli_impl, _bernoulli_meta, tags={Tag.RANDOM})
 
 
 # -- shapes -------------------------------------------------------------------------------
@@ -403,7 +440,7 @@ def _copy_impl(src, dst):
         dst.copy_(src)
 
 
-prim("copy_", _copy_impl, _copy_meta, side_effect=True)
+prim("copy_", _copy_impl, _copy_meta, tags={Tag.SIDE_EFFECT})
 
 
 def _del_printer(printer, bsym):
@@ -414,4 +451,4 @@ def _del_impl(*args):
     return None
 
 
-prim("python_del", _del_impl, lambda *args: None, printer=_del_printer)
+prim("python_del", _del_impl, lambda *args: None, printer=_del_printer, tags={Tag.BOOKKEEPING})

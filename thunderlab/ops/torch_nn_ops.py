@@ -7,6 +7,8 @@ import operator
 import torch
 import torch.nn.functional as F
 
+from thunderlab.core.symbols import Tag
+
 from . import prims
 from .torch_ops import _convert, _dims, _is_t, _keep, opaque_symbol, torchsymbol
 
@@ -111,7 +113,7 @@ def rms_norm(a, normalized_shape, weight=None, eps=None):
     return _convert(out, a.dtype)
 
 
-@_sym("batch_norm", F.batch_norm, torch.batch_norm, side_effect=True)
+@_sym("batch_norm", F.batch_norm, torch.batch_norm, tags={Tag.SIDE_EFFECT})
 def batch_norm(a, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
                cudnn_enabled=None):
     lt = _lt()
@@ -183,13 +185,23 @@ def log_softmax(a, dim, dtype=None):
 
 
 # -- dropout, embedding, attention ---------------------------------------------------------
-@_sym("dropout", F.dropout, torch.dropout, random=True)
+# (output, keep mask): what eager's dropout runs on these devices (ATen's fused kernel), kept whole
+native_dropout = opaque_symbol("native_dropout", torch.native_dropout, tags={Tag.RANDOM})
+FUSED_DROPOUT_DEVICES = {"cuda", "xpu"}
+
+
+@_sym("dropout", F.dropout, torch.dropout, tags={Tag.RANDOM})
 def dropout(a, p=0.5, training=True, inplace=False):
     lt = _lt()
-    if not training or p == 0:
+    if not training or p == 0 or a.numel() == 0:
         return prims.convert_element_type(a, a.dtype)
     if p == 1:
         return lt.mul(a, 0)
+    if a.device.type in FUSED_DROPOUT_DEVICES:
+        return native_dropout(a, p, True)[0]
+    if a.device.type == "cpu":  # eager's own steps, so the same draws: noise ~ Bernoulli(1 - p), scaled, times a
+        return lt.mul(a, lt.div(prims.bernoulli(a, 1 - p), 1 - p))
+    # elsewhere (mps, ...) eager's stream is not reproduced: a mask of the same distribution
     keep = lt.ge(prims.uniform(a.shape, 0.0, 1.0, dtype=torch.float32, device=a.device), p)
     return lt.where(keep, lt.mul(a, 1.0 / (1.0 - p)), 0.0)
 
@@ -203,7 +215,7 @@ def embedding(a, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_g
     return prims.take(weight, a, 0)
 
 
-@_sym("scaled_dot_product_attention", F.scaled_dot_product_attention, _nn.scaled_dot_product_attention, random=True)
+@_sym("scaled_dot_product_attention", F.scaled_dot_product_attention, _nn.scaled_dot_product_attention, tags={Tag.RANDOM})
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     lt = _lt()
     if enable_gqa and q.shape[-3] != k.shape[-3]:

@@ -16,7 +16,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as K
 from torch._prims_common import elementwise_dtypes
 
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import Symbol
+from thunderlab.core.symbols import Symbol, Tag
 from thunderlab.core.trace import TraceError
 
 from . import prims
@@ -373,6 +373,11 @@ def to(a, *args, dtype=None, device=None, non_blocking=False, copy=False, memory
     return prims.convert_element_type(a, dtype or a.dtype)
 
 
+@torchsymbol(torch.Tensor.cpu, methods=("cpu",))
+def cpu(a, memory_format=None):
+    return to(a, device="cpu")  # the tensor itself when it is on the CPU already, as in eager
+
+
 def _as(dtype, mname):
     def decomposition(a, memory_format=None):
         return prims.convert_element_type(a, dtype)
@@ -471,10 +476,10 @@ def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None, pin
     return prims.iota(length, start=start, step=step, dtype=dtype, device=torch.device(device or "cpu"))
 
 
-opaque_symbol("rand", torch.rand, random=True)
-opaque_symbol("randn", torch.randn, random=True)
-opaque_symbol("rand_like", torch.rand_like, random=True)
-opaque_symbol("randn_like", torch.randn_like, random=True)
+opaque_symbol("rand", torch.rand, tags={Tag.RANDOM})
+opaque_symbol("randn", torch.randn, tags={Tag.RANDOM})
+opaque_symbol("rand_like", torch.rand_like, tags={Tag.RANDOM})
+opaque_symbol("randn_like", torch.randn_like, tags={Tag.RANDOM})
 
 
 # -- reductions --------------------------------------------------------------------------

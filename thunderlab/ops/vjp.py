@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import BoundSymbol, Symbol, tree_flatten
+from thunderlab.core.symbols import BoundSymbol, Symbol, Tag, tree_flatten
 from thunderlab.core.trace import current_trace
 
 from . import prims
@@ -725,7 +725,23 @@ def _eager_vjp_meta(qualname, args, kwargs, grads, wrt=None):
     return tuple(tr.proxy(v.shape, v.dtype, v.device) for v in _float_tensors(args, kwargs))
 
 
-eager_vjp = Symbol(name="eager_vjp", module="ltorch", impl=_eager_vjp_impl, meta=_eager_vjp_meta)
+@vjp("ltorch.native_dropout")
+def _(b, g):
+    gout = g[0] if isinstance(g, tuple) else g
+    if gout is None:
+        return []
+    a, p = b.args[0], b.args[1]
+    # eager's native_dropout_backward: the gradient where the mask kept, scaled as the output was
+    return [(a, lt.mul(lt.mul(gout, b.output[1]), 1.0 / (1.0 - p)))]
+
+
+@vjp("prims.bernoulli")
+def _(b, g):
+    return []  # the noise depends on its argument's layout, not on its values
+
+
+eager_vjp = Symbol(name="eager_vjp", module="ltorch", impl=_eager_vjp_impl, meta=_eager_vjp_meta,
+                   tags={Tag.DONT_RECOMPUTE})
 setattr(lt, "eager_vjp", eager_vjp)
 
 
@@ -736,6 +752,12 @@ def eager_rule(b: BoundSymbol, g):
     wrt = tuple(p.requires_grad for p in floats)
     if not any(wrt):
         return []
+    if b.sym.random:
+        # running it again in backward would draw other numbers than forward drew (and move the generator)
+        raise NotImplementedError(
+            f"{b.sym.qualname} draws random numbers and thunderlab has no derivative rule for it, so it cannot "
+            f"differentiate it; call it where no input requires grad (under torch.no_grad()), or use an op with a "
+            f"rule (torch.nn.functional.dropout)")
     outs = eager_vjp(b.sym.qualname, b.args, b.kwargs, grads, wrt) if not all(wrt) else \
         eager_vjp(b.sym.qualname, b.args, b.kwargs, grads)
     return [(p, o) for p, o, w in zip(floats, outs, wrt) if w]

@@ -12,14 +12,23 @@ from .base import Pass, register_pass
 
 
 def _key(b):
-    def k(v):
-        if isinstance(v, TensorProxy):
-            return ("proxy", v.name)
-        if isinstance(v, (list, dict)):
-            return repr(v)
-        return (type(v).__name__, v) if _hashable(v) else ("id", id(v))
+    return (b.sym.qualname, tree_map(_constant, b.args),
+            tuple(sorted((n, tree_map(_constant, v)) for n, v in b.kwargs.items())))
 
-    return (b.sym.qualname, tree_map(k, b.args), tuple(sorted((n, tree_map(k, v)) for n, v in b.kwargs.items())))
+
+def _constant(v):
+    """A key equal for two arguments only when they are the same value of the same type.
+
+    Python's equality is too coarse for constants: ``0.0 == -0.0`` (yet ``1 / -0.0`` is ``-inf``)
+    and ``1 == 1.0 == True`` (yet each promotes a tensor to a different dtype).
+    """
+    if isinstance(v, TensorProxy):
+        return ("proxy", v.name)
+    if isinstance(v, float):
+        return (type(v).__name__, v.hex())  # exact: keeps the sign of zero, every NaN alike
+    if isinstance(v, complex):
+        return (type(v).__name__, v.real.hex(), v.imag.hex())
+    return (type(v).__name__, v) if _hashable(v) else ("id", id(v))
 
 
 def _hashable(v) -> bool:
@@ -42,17 +51,22 @@ def cse_trace(trace: Trace) -> Trace:
     seen: dict = {}
     rename: dict[str, TensorProxy] = {}
     kept = []
+    returned = {p.name for p in trace.output_proxies()}
+    # values a call may write into (buffers of out=, targets of in-place calls): two equal ones are two buffers
+    written = {p.name for b in trace.bound_symbols if b.sym.side_effect for p in b.inputs}
     for b in trace.bound_symbols:
         b = b.swap(rename)
         if b.sym.side_effect:
             seen.clear()  # a write may change what any later read sees
             kept.append(b)
             continue
-        if b.sym.random or not b.outputs:
-            kept.append(b)
+        if b.sym.random or not b.outputs or written & {p.name for p in b.outputs}:
+            kept.append(b)  # two draws are two values; a buffer written later is its own
             continue
         key = _freeze(_key(b))
         prior = seen.get(key)
+        if prior is not None and returned & {p.name for p in b.outputs} and returned & {p.name for p in prior.outputs}:
+            prior = None  # eager returns two tensors here, not one tensor twice (a caller may write to one)
         if prior is None:
             seen[key] = b
             kept.append(b)

@@ -4,16 +4,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from thunderlab.core.program import Program
+from thunderlab.core.symbols import Tag
 from thunderlab.core.trace import Trace
 
 from .base import Pass, register_pass
+
+
+# a write must happen; an unused draw still advances the generator, which later draws read
+_EFFECTS = frozenset({Tag.SIDE_EFFECT, Tag.RANDOM})
 
 
 def dce_trace(trace: Trace) -> Trace:
     live = {p.name for p in trace.output_proxies()}
     kept = []
     for b in reversed(trace.bound_symbols):
-        if b.sym.side_effect or any(p.name in live for p in b.outputs):
+        if b.sym.tags & _EFFECTS or any(p.name in live for p in b.outputs):
             kept.append(b)
             live.update(p.name for p in b.inputs)
     return trace.derive(bound_symbols=kept[::-1])

@@ -8,30 +8,22 @@ from networkx.algorithms.flow import boykov_kolmogorov
 
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import BoundSymbol, next_id
+from thunderlab.core.symbols import BoundSymbol, Tag, next_id
 
 from .autodiff import saved_bytes
 from .base import Pass, PipelineError, register_pass
 from .dce import dce_trace
 
-# recomputing these costs real work; they are computed once, in forward
-EXPENSIVE = {"matmul", "linear", "mm", "bmm", "addmm", "baddbmm", "convolution", "conv1d", "conv2d", "conv3d",
-             "scaled_dot_product_attention", "einsum", "eager_vjp"}
-
-
-# these only re-describe memory (shape, strides, a slice of it): recomputing them moves no data
-VIEWS = {"reshape", "view", "view_as", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute", "t",
-         "expand", "expand_as", "broadcast_to", "broadcast_in_dim", "slice", "getitem", "split", "chunk",
-         "split_with_sizes", "narrow", "select", "unbind"}
-
+# a random draw recomputed is a different draw; the rest would repeat real work or are not computations
+_NEVER = frozenset({Tag.RANDOM, Tag.SIDE_EFFECT, Tag.DONT_RECOMPUTE, Tag.BOOKKEEPING})
 POLICIES = ("auto", "all", "views")
 
 
 def recomputable(b: BoundSymbol, policy: str = "all") -> bool:
     s = b.sym
-    if s.random or s.side_effect or s.module == "torch" or s.name in EXPENSIVE or s.name == "python_del":
+    if s.tags & _NEVER or s.module == "torch":
         return False
-    return policy == "all" or s.name in VIEWS
+    return policy == "all" or Tag.VIEW in s.tags
 
 
 def auto_policy(following) -> tuple[str, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import gc
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -129,18 +130,48 @@ def run_program(program: Program, inputs, trace: str = "forward"):
     return fn(*inputs)
 
 
-def compare(actual, expected, rtol: float = 1e-4, atol: float = 1e-5) -> tuple[bool, float, str]:
+VERIFY_SEED = 0  # the seed every verification run and its eager reference start from
+
+
+@contextmanager
+def seeded(seed: int = VERIFY_SEED):
+    """Run with the random generators seeded, and restored afterwards: a program and eager PyTorch,
+    each run so, draw the same numbers when the program draws as eager does."""
+    cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(seed)
+        yield
+
+
+@dataclass
+class Reference:
+    """What eager PyTorch did on the verification inputs: its outputs, and its inputs after the call
+    (a program must mutate them the same way)."""
+
+    outputs: object
+    inputs: tuple
+
+
+def eager_reference(fn, inputs) -> Reference:
+    """Run ``fn`` (eager PyTorch) on copies of ``inputs``, seeded as verification runs are."""
+    fresh = fresh_copies(inputs)
+    with torch.no_grad(), seeded():
+        out = fn(*fresh)
+    return Reference(out, fresh)
+
+
+def compare(actual, expected, rtol: float = 1e-4, atol: float = 1e-5, what: str = "output") -> tuple[bool, float, str]:
     """(all close, max abs error, first mismatch) between two output structures."""
     a, e = tree_flatten(actual), tree_flatten(expected)
     if len(a) != len(e):
-        return False, float("inf"), f"{len(a)} outputs, eager gives {len(e)}"
+        return False, float("inf"), f"{len(a)} {what}s, eager gives {len(e)}"
     worst = 0.0
     for i, (x, y) in enumerate(zip(a, e)):
         if isinstance(y, torch.Tensor):
             if not isinstance(x, torch.Tensor) or x.shape != y.shape:
-                return False, float("inf"), f"output {i}: {getattr(x, 'shape', x)} vs eager {tuple(y.shape)}"
+                return False, float("inf"), f"{what} {i}: {getattr(x, 'shape', x)} vs eager {tuple(y.shape)}"
             if x.dtype != y.dtype:
-                return False, float("inf"), f"output {i}: dtype {x.dtype} vs eager {y.dtype}"
+                return False, float("inf"), f"{what} {i}: dtype {x.dtype} vs eager {y.dtype}"
             if y.numel() == 0:
                 continue
             xd, yd = x.detach(), y.detach()
@@ -150,11 +181,11 @@ def compare(actual, expected, rtol: float = 1e-4, atol: float = 1e-5) -> tuple[b
                 m = float(err[~both_nan].max()) if (~both_nan).any() else 0.0
                 worst = max(worst, m)
                 if not torch.allclose(xd, yd, rtol=rtol, atol=atol, equal_nan=True):
-                    return False, worst, f"output {i}: max |err| {m:.3g}"
+                    return False, worst, f"{what} {i}: max |err| {m:.3g}"
             elif not torch.equal(xd, yd):
-                return False, worst, f"output {i}: values differ"
+                return False, worst, f"{what} {i}: values differ"
         elif x != y and not (isinstance(x, float) and x != x and y != y):
-            return False, worst, f"output {i}: {x!r} vs eager {y!r}"
+            return False, worst, f"{what} {i}: {x!r} vs eager {y!r}"
     return True, worst, ""
 
 
@@ -170,15 +201,19 @@ def verify(program: Program, inputs=None, reference=None, checked: dict | None =
         return Verification(False, str(e), detail=str(e))
     if reference is None or inputs is None:
         return Verification(True)
+    ref_out, ref_in = (reference.outputs, reference.inputs) if isinstance(reference, Reference) else (reference, None)
     fresh = fresh_copies(inputs)
     try:
-        with torch.no_grad():
+        with torch.no_grad(), seeded():
             out = run_program(program, fresh)
         if "backward" in program.traces:  # the forward also returns what backward saves
             out = out[0]
     except Exception as e:  # a program that fails to run is a failed verification, not a crash
         return Verification(False, detail=f"running the program raised {type(e).__name__}: {e}")
-    ok, err, why = compare(out, reference)
+    ok, err, why = compare(out, ref_out)
+    if ok and ref_in is not None:  # inputs the eager call mutated (lifted constants follow; eager has none)
+        ok, err_in, why = compare(fresh[:len(ref_in)], ref_in, what="input (after the call)")
+        err = max(err, err_in)
     return Verification(ok, max_error=err, detail=why)
 
 
@@ -296,11 +331,11 @@ def bisect(record, inputs=None, reference=None) -> "Bisection | None":
     if reference is None:
         # eager again, on copies of the inputs as they are now: the outputs saved at compile time belong
         # to the inputs as they were then, and the call itself may have written to them since
-        with torch.no_grad():
-            if record.eager is not None:
-                reference = record.eager(*fresh_copies(inputs)[:len(record.inputs)])  # lifted constants follow
-            else:
-                reference = run_program(record.steps[0].program, fresh_copies(inputs))
+        if record.eager is not None:
+            n = len(record.inputs)  # lifted constants follow the graph's own inputs
+            reference = eager_reference(lambda *a: record.eager(*a[:n]), inputs)
+        else:
+            reference = eager_reference(lambda *a: run_program(record.steps[0].program, a), inputs)
     checked: list[int] = []
     results: dict[int, Verification] = {}
 

@@ -41,7 +41,11 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
         position.setdefault(p.name, []).append(i)
     # everything below is decided here, once, from the traces' metadata: a call only moves tensors
     flat = isinstance(structure, tuple) and all(isinstance(e, TensorProxy) for e in structure)  # a tuple of tensors
-    non_diff = [i for i, p in enumerate(leaves) if not (p.dtype.is_floating_point or p.dtype.is_complex)]
+    # integers, and values that depend on no input that requires grad (a fresh random draw): as in eager,
+    # they do not require grad
+    wanted = set(bw_trace.meta["grad_of"])
+    non_diff = [i for i, p in enumerate(leaves)
+                if not (p.dtype.is_floating_point or p.dtype.is_complex) or p.name not in wanted]
     grad_slots = [position[name] for name in bw_trace.meta["grad_of"]]
     tensor_slots = [i for i, p in enumerate(fw_trace.inputs) if isinstance(p, TensorProxy)]
     n_inputs = len(fw_trace.inputs)

@@ -15,7 +15,7 @@ from thunderlab.executors.base import bind
 from thunderlab.executors.region import _PENDING, start_pending
 from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
-from thunderlab.passes.runner import verify
+from thunderlab.passes.runner import eager_reference, verify
 
 from .autograd import training_callable
 
@@ -153,8 +153,7 @@ class CompiledGraph:
         _RECORDS.append(record)
         reference = None
         if self.options.verify and self.eager is not None:
-            with torch.no_grad():
-                reference = self.eager(*_clone(args))
+            reference = eager_reference(self.eager, args)
         t0 = time.perf_counter()
         trace, lifted = self.capture(args)
         capture_s = time.perf_counter() - t0
@@ -194,9 +193,6 @@ class CompiledGraph:
             self.records = [r for r in self.records if r is not old.record]
         return entry
 
-
-def _clone(args):
-    return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
 class CompileError(RuntimeError):
