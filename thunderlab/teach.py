@@ -16,7 +16,7 @@ from thunderlab.core.trace import Trace
 from thunderlab.core.verify import VerificationError, check_trace
 
 __all__ = ["ExerciseError", "attempt", "require", "check_close", "check_calls", "check_program",
-           "check_pass", "calls", "lines", "done"]
+           "check_pass", "calls", "lines", "decomposition", "trace_of", "done"]
 
 
 class ExerciseError(AssertionError):
@@ -62,7 +62,7 @@ def check_close(ex: str, got, expected, *, what: str = "the output", rtol: float
     if len(g) != len(e):
         _fail(ex, f"{what} has {len(g)} values, the reference has {len(e)}")
     for k, (a, b) in enumerate(zip(g, e)):
-        where = what if len(e) == 1 else f"{what}[{k}]"
+        where = what if len(e) == 1 else f"{what} {k}"
         if not isinstance(b, torch.Tensor):
             if a != b:
                 _fail(ex, f"{where} is {a!r}, expected {b!r}")
@@ -149,13 +149,39 @@ def check_pass(ex: str, pass_fn, trace: Trace, inputs, *, reference=None, name: 
         _fail(ex, f"the trace {name} returned is malformed: {e}")
     expected = trace.callable()(*inputs)
     got = out.callable()(*inputs)
-    check_close(ex, got, expected, what=f"the output of the trace {name} returned")
+    check_close(ex, got, expected, what=f"{name}'s trace: output")
     if reference is not None:
         check_program(ex, out, reference(trace), what=f"the trace {name} returned",
                       ref=f"{getattr(reference, '__name__', 'the reference pass')}'s")
     return out
 
 
+def trace_of(fn, *examples, names: tuple[str, ...] | None = None) -> Trace:
+    """Trace ``fn`` (which calls ``ltorch``/``prims`` symbols) on proxies shaped like the ``examples`` tensors."""
+    t = Trace()
+    names = names or tuple(f"a{i}" for i in range(len(examples)))
+    t.inputs = [t.proxy(e.shape, e.dtype, e.device, name=n) for e, n in zip(examples, names)]
+    with t.active():
+        out = fn(*t.inputs)
+    t.output = out if isinstance(out, tuple) else (out,)
+    return t
+
+
 def done(ex: str, detail: str = "") -> None:
     """Say that an exercise passed."""
     print(f"exercise {ex}: correct" + (f" ({detail})" if detail else ""))
+
+
+def decomposition(bsym, depth: int = 1) -> str:
+    """A call and what it decomposes into, ``depth`` levels down, one indented statement a line."""
+    p = Printer()
+    out: list[str] = []
+
+    def walk(b, level):
+        out.append("    " * level + statement(p, b) + ("" if b.subsymbols or level == 0 else "   # prim" if b.sym.is_prim else ""))
+        if level < depth:
+            for s in b.subsymbols:
+                walk(s, level + 1)
+
+    walk(bsym, 0)
+    return "\n".join(out)
