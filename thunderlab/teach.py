@@ -16,7 +16,7 @@ from thunderlab.core.trace import Trace
 from thunderlab.core.verify import VerificationError, check_trace
 
 __all__ = ["ExerciseError", "attempt", "require", "check_close", "check_calls", "check_program",
-           "check_pass", "calls", "lines", "decomposition", "trace_of", "done"]
+           "check_pass", "calls", "line", "lines", "decomposition", "trace_of", "done"]
 
 
 class ExerciseError(AssertionError):
@@ -87,6 +87,11 @@ def check_close(ex: str, got, expected, *, what: str = "the output", rtol: float
 def calls(trace: Trace) -> list[str]:
     """The symbols a trace calls, in order (``ltorch.mul``, ...), without ``del`` bookkeeping."""
     return [b.sym.qualname for b in trace.bound_symbols if b.sym.name != "python_del"]
+
+
+def line(call) -> str:
+    """One call as its printed statement (``t1 = ltorch.mul(t0, 2)``)."""
+    return statement(Printer(), call)
 
 
 def lines(trace: Trace) -> list[str]:
