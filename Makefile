@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # exactly this torch: the CPU wheel this machine carries (a looser pin pulls a CUDA build)
 TORCH  := torch==2.13.0
 
-.PHONY: setup demo test bench clean views browser graphviz
+.PHONY: setup demo test bench clean views browser graphviz wheelhouse
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,13 @@ bench: setup
 	$(BIN)/python benchmarks/fusion.py
 	$(BIN)/python benchmarks/inspection.py
 	$(BIN)/python benchmarks/kernels.py
+
+# a folder of wheels to install from in a room without internet (tutorials/README.md); build it on a machine
+# with the students' platform and Python
+wheelhouse:
+	$(PYTHON) -m pip download -q --dest wheelhouse --index-url https://download.pytorch.org/whl/cpu $(TORCH)
+	$(PYTHON) -m pip download -q --dest wheelhouse 'anywidget>=0.9' 'jupyterlab>=4' ipykernel 'networkx>=3' nbformat
+	$(PYTHON) -m pip wheel -q --no-deps --wheel-dir wheelhouse .
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache extension/node_modules extension/build-test
