@@ -1,7 +1,7 @@
 """The tutorials run top to bottom in a real kernel, twice: with the reference answers filled in (every
 exercise passes) and as shipped (each exercise's check cell fails with its own message; nothing else fails).
 
-Each tutorial runs once per mode (module-scoped cache); the per-exercise tests read those runs, so
+Each tutorial runs once per mode in a test session (cached); the per-exercise tests read those runs, so
 ``pytest tests/tutorials -k 03.2`` checks one exercise and executes only its tutorial.
 """
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pytest
 from .fill import TUTORIALS, answers, execute, exercise_ids, filled, tags
 
 IDS = [p.stem for p in TUTORIALS]
-
 
 
 @lru_cache(maxsize=None)
@@ -34,12 +33,13 @@ def run(stem: str, mode: str, workdir: str):
 @pytest.fixture(scope="session")
 def workdir(tmp_path_factory):
     base = tmp_path_factory.mktemp("tutorials")
-    for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
-        d = base / var.lower()
-        d.mkdir()
-        os.environ[var] = str(d)
-    os.environ.setdefault("THUNDERLAB_EXECUTORS", "torch")
-    return str(base)
+    with pytest.MonkeyPatch.context() as mp:  # the kernels get their own Jupyter and IPython folders
+        for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
+            d = base / var.lower()
+            d.mkdir()
+            mp.setenv(var, str(d))
+        mp.setenv("THUNDERLAB_EXECUTORS", os.environ.get("THUNDERLAB_EXECUTORS", "torch"))
+        yield str(base)
 
 
 def _cell(nb, tag: str) -> int:
