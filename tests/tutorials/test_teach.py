@@ -79,3 +79,22 @@ def test_decomposition_prints_levels():
     text = teach.decomposition(t.bound_symbols[0], depth=1)
     assert text.splitlines()[0].startswith("t1 = ltorch.add(a0, a1)")
     assert "prims.broadcast_in_dim(a1, (2, 3), (1,))   # prim" in text
+
+
+def test_fill_writes_a_caught_up_notebook(tmp_path):
+    """The catch-up file: answers filled in for the exercises named, blanks kept for the rest."""
+    import subprocess
+    import sys
+
+    import nbformat
+
+    from .fill import ROOT, TUTORIALS, tags
+
+    src = next(p for p in TUTORIALS if p.name.startswith("03_"))
+    out = tmp_path / "caught_up.ipynb"
+    subprocess.run([sys.executable, str(ROOT / "tests/tutorials/fill.py"), str(src), "-o", str(out), "--only", "03.1"],
+                   check=True, capture_output=True)
+    cells = {t: c.source for c in nbformat.read(out, as_version=4).cells for t in tags(c)}
+    assert "NotImplementedError" not in cells["exercise-03.1"] and "live" in cells["exercise-03.1"]
+    assert "NotImplementedError" in cells["exercise-03.2"]
+    assert cells["exercise-03.4"].strip() == "pipeline = ..."
