@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # exactly this torch: the CPU wheel this machine carries (a looser pin pulls a CUDA build)
 TORCH  := torch==2.13.0
 
-.PHONY: setup demo test bench fuzz robustness clean views browser graphviz
+.PHONY: setup demo test bench fuzz robustness clean views browser graphviz wheelhouse
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,13 @@ fuzz: setup
 # memory of records, errors for bad input, and the fuzz counts: benchmarks/results/robustness.json
 robustness: setup
 	$(BIN)/python benchmarks/robustness.py
+
+# a folder of wheels to install from in a room without internet (tutorials/README.md); build it on a machine
+# with the students' platform and Python
+wheelhouse:
+	$(PYTHON) -m pip download -q --dest wheelhouse --index-url https://download.pytorch.org/whl/cpu $(TORCH)
+	$(PYTHON) -m pip download -q --dest wheelhouse 'anywidget>=0.9' 'jupyterlab>=4' ipykernel 'networkx>=3' nbformat
+	$(PYTHON) -m pip wheel -q --no-deps --wheel-dir wheelhouse .
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache extension/node_modules extension/build-test
