@@ -18,10 +18,17 @@ from thunderlab.passes.runner import verify
 from .autograd import training_callable
 
 _RECORDS: list[CompileRecord] = []
+# called with each record once its pipeline has run (the JupyterLab sidebar listens here)
+RECORD_LISTENERS: list = []
 
 
 def all_records() -> list[CompileRecord]:
     return _RECORDS
+
+
+def _announce(record: CompileRecord) -> None:
+    for listener in list(RECORD_LISTENERS):
+        listener(record)
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,12 @@ class CompiledGraph:
                                graph_index=self.graph_index)
         self.records.append(record)
         _RECORDS.append(record)
+        try:
+            return self._compile(record, args, key)
+        finally:
+            _announce(record)
+
+    def _compile(self, record: CompileRecord, args, key) -> _Entry:
         reference = None
         if self.options.verify and self.eager is not None:
             with torch.no_grad():
@@ -195,6 +208,7 @@ def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) 
     new.steps.extend(steps)
     new.error = error
     _RECORDS.append(new)
+    _announce(new)
     return new
 
 
