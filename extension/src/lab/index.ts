@@ -1,0 +1,84 @@
+// The thunderlab JupyterLab extension: a sidebar that follows the active notebook's (or console's) kernel.
+// One plugin makes the sidebar, its kernel link and models (IThunderlabSidebar); each part is its own plugin.
+import { ILabShell, type JupyterFrontEnd, type JupyterFrontEndPlugin } from "@jupyterlab/application";
+import type { ISessionContext } from "@jupyterlab/apputils";
+import { IEditorServices } from "@jupyterlab/codeeditor";
+import { LabIcon, SidePanel } from "@jupyterlab/ui-components";
+import { Widget } from "@lumino/widgets";
+import { CSS, h } from "../views";
+import { KernelLink, STATE_WORDS } from "./link";
+import { PipelineModel } from "./pipeline/model";
+import { pipelinePanel } from "./pipeline/panel";
+import { RecordsModel } from "./records/model";
+import { recordsPanel } from "./records/panel";
+import { StepModel } from "./step/model";
+import { stepPanel } from "./step/panel";
+import { IThunderlabSidebar } from "./tokens";
+import { TimingsModel } from "./timings/model";
+import { timingsPanel } from "./timings/panel";
+
+const icon = new LabIcon({ name: "thunderlab:bolt", svgstr:
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24"><path class="jp-icon3" fill="#616161" d="M13 2 4 14h6l-1 8 9-12h-6z"/></svg>' });
+
+/** The line at the top of the sidebar: the link's state, in words. */
+class LinkStatus extends Widget {
+  constructor(private link: KernelLink) {
+    super();
+    this.addClass("tl-link-status");
+    link.stateChanged.connect(this.paint, this);
+    this.paint();
+  }
+  paint(): void {
+    const s = this.link.state;
+    const name = this.link.session?.name || this.link.session?.path || "";
+    this.node.dataset.state = s;
+    this.node.dataset.busy = String(this.link.busy);
+    this.node.replaceChildren(h("span", { class: "tl-dot" }),
+      h("span", { class: "tl-words" }, STATE_WORDS[s] + (s === "ready" && this.link.busy ? " The kernel is busy: answers come when the cell finishes; live timings still stream." : "")),
+      h("span", { class: "tl-muted tl-session" }, name ? ` · ${name}` : ""));
+  }
+}
+
+function sessionOf(w: Widget | null): ISessionContext | null {
+  const ctx = (w as unknown as { sessionContext?: ISessionContext } | null)?.sessionContext;
+  return ctx && typeof ctx === "object" && "kernelChanged" in ctx ? ctx : null;
+}
+
+const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
+  id: "thunderlab:sidebar",
+  description: "The thunderlab sidebar and its link to the active notebook's kernel",
+  autoStart: true,
+  requires: [ILabShell],
+  provides: IThunderlabSidebar,
+  activate: (_app: JupyterFrontEnd, shell: ILabShell): IThunderlabSidebar => {
+    const link = new KernelLink();
+    const panel = new SidePanel();
+    panel.id = "thunderlab-sidebar";
+    panel.addClass("thunderlab");
+    panel.addClass("tl-sidebar");
+    panel.title.icon = icon;
+    panel.title.caption = "thunderlab: compile records and passes";
+    const style = h("style", {}, CSS);
+    panel.node.prepend(style);
+    panel.header.addWidget(new LinkStatus(link));
+    shell.add(panel, "right", { rank: 700 });
+    // follow the notebook or console in front; keep the last one while another kind of tab is
+    const follow = () => { const ctx = sessionOf(shell.currentWidget); if (ctx) link.follow(ctx); };
+    shell.currentChanged.connect(follow);
+    follow();
+    return { link, panel, records: new RecordsModel(), step: new StepModel(link), pipeline: new PipelineModel(), timings: new TimingsModel() };
+  },
+};
+
+const part = (id: string, description: string, add: (tl: IThunderlabSidebar, ...rest: any[]) => Widget, extra: any[] = []): JupyterFrontEndPlugin<void> => ({
+  id: `thunderlab:${id}`, description, autoStart: true, requires: [IThunderlabSidebar, ...extra],
+  activate: (_app: JupyterFrontEnd, tl: IThunderlabSidebar, ...rest: any[]) => { tl.panel.addWidget(add(tl, ...rest) as any); },
+});
+
+export default [
+  sidebar,
+  part("records", "The kernel's compile records, newest first", recordsPanel),
+  part("pipeline", "The pipeline editor: reorder, toggle, add, options, live check, re-run", pipelinePanel),
+  part("step", "A step's program, diff, graph and why calls were not fused", stepPanel, [IEditorServices]),
+  part("timings", "Live region timings and record comparison", timingsPanel),
+];
