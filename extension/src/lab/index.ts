@@ -66,19 +66,28 @@ const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
     const follow = () => { const ctx = sessionOf(shell.currentWidget); if (ctx) link.follow(ctx); };
     shell.currentChanged.connect(follow);
     follow();
-    return { link, panel, records: new RecordsModel(), step: new StepModel(link), pipeline: new PipelineModel(), timings: new TimingsModel() };
+    const ranks = new Map<Widget, [number, number]>();
+    const addPanel = (w: Widget, rank: number, size: number) => {
+      ranks.set(w, [rank, size]);
+      const at = panel.widgets.filter((x) => (ranks.get(x)?.[0] ?? 0) < rank).length;
+      panel.insertWidget(at, w as any);
+      // the sections share the height by their weight: the step's program gets the most
+      (panel.content as unknown as { setRelativeSizes(s: number[]): void }).setRelativeSizes(panel.widgets.map((x) => ranks.get(x)?.[1] ?? 1));
+    };
+    return { link, panel, addPanel, records: new RecordsModel(), step: new StepModel(link), pipeline: new PipelineModel(), timings: new TimingsModel() };
   },
 };
 
-const part = (id: string, description: string, add: (tl: IThunderlabSidebar, ...rest: any[]) => Widget, extra: any[] = []): JupyterFrontEndPlugin<void> => ({
+const part = (id: string, description: string, rank: number, size: number, add: (tl: IThunderlabSidebar, ...rest: any[]) => Widget,
+  extra: any[] = []): JupyterFrontEndPlugin<void> => ({
   id: `thunderlab:${id}`, description, autoStart: true, requires: [IThunderlabSidebar, ...extra],
-  activate: (_app: JupyterFrontEnd, tl: IThunderlabSidebar, ...rest: any[]) => { tl.panel.addWidget(add(tl, ...rest) as any); },
+  activate: (_app: JupyterFrontEnd, tl: IThunderlabSidebar, ...rest: any[]) => tl.addPanel(add(tl, ...rest), rank, size),
 });
 
 export default [
   sidebar,
-  part("records", "The kernel's compile records, newest first", recordsPanel),
-  part("pipeline", "The pipeline editor: reorder, toggle, add, options, live check, re-run", pipelinePanel),
-  part("step", "A step's program, diff, graph and why calls were not fused", stepPanel, [IEditorServices]),
-  part("timings", "Live region timings and record comparison", timingsPanel),
+  part("records", "The kernel's compile records, newest first", 100, 2, recordsPanel),
+  part("pipeline", "The pipeline editor: reorder, toggle, add, options, live check, re-run", 200, 4, pipelinePanel),
+  part("step", "A step's program, diff, graph and why calls were not fused", 300, 6, stepPanel, [IEditorServices]),
+  part("timings", "Live region timings and record comparison", 400, 2, timingsPanel),
 ];

@@ -59,7 +59,8 @@ export class KernelLink {
 
   /** Send one declared request; resolves with its reply, rejects with the kernel's error in words. */
   request<T extends RequestType>(type: T, fields: Requests[T][0]): Promise<Requests[T][1]> {
-    if (!this._comm || this._state !== "ready") return Promise.reject(new Error(STATE_WORDS[this._state]));
+    // while the first reply is pending (the kernel is busy) requests queue on the comm in order
+    if (!this._comm) return Promise.reject(new Error(STATE_WORDS[this._state]));
     const id = this._next++;
     return new Promise((resolve, reject) => {
       this._pending.set(id, { resolve, reject });
@@ -85,8 +86,10 @@ export class KernelLink {
     if (busy !== this._busy) { this._busy = busy; this._stateChanged.emit(this._state); }
     if (status === "restarting" || status === "autorestarting" || status === "starting") { this._drop(); this._set("restarting"); }
     else if (status === "dead") { this._drop(); this._set("dead"); }
-    else if (status === "idle" && !this._comm) {
-      if (this._state === "restarting" || this._state === "dead") { this._register(); this._set("connecting"); }
+    // back from a restart: ask once; a kernel without thunderlab opens the comm itself on import
+    else if (status === "idle" && !this._comm && (this._state === "restarting" || this._state === "dead")) {
+      this._register();
+      this._set("connecting");
       this._probe();
     }
   }
@@ -119,6 +122,7 @@ export class KernelLink {
     if (kernel !== this._kernel) { comm.close(); return; }
     if (this._comm && this._comm !== comm) this._comm.close();
     this._comm = comm;
+    if (this._state !== "ready") this._set("connecting");
     comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => this._onMsg(msg.content.data);
     comm.onClose = () => {
       if (this._comm !== comm) return;

@@ -63,9 +63,9 @@ class PipelineBody extends Widget {
       : v ? h("span", { class: v.ok ? "tl-ok" : "tl-fail", title: v.detail || v.structural },
         v.ok ? (v.max_error != null ? `✓ numbers (max err ${v.max_error.toExponential(1)})` : "✓ checked") : "✗ wrong") : h("span", { class: "tl-muted" }, "");
     const stats = st ? h("span", { class: "tl-pass-stats" }, `${ms(st.seconds)} ms · ${st.symbols_before} → ${st.symbols_after} symbols · `, mark) : h("span", { class: "tl-pass-stats" }, mark);
-    const li = h("li", { class: `tl-pass${current ? " tl-current" : ""}`, "data-pass": i, ...(k !== null ? { "data-step": k } : {}) },
+    const li = h("li", { class: `tl-pass${current ? " tl-selected" : ""}`, "data-pass": i, ...(k !== null ? { "data-step": k } : {}) },
       h("div", { class: "tl-pass-head" }, name, h("span", { class: "tl-pass-tools" }, ...tools)),
-      h("div", { class: "tl-pass-summary" }, summary), stats);
+      h("div", { class: "tl-pass-summary", title: summary }, summary), stats);
     if (st) li.addEventListener("click", () => void this.tl.step.select(st.index));
     if (i >= 0) {
       li.draggable = true;
@@ -118,7 +118,7 @@ class PipelineBody extends Widget {
 
   private _status(): HTMLElement {
     const pm = this.tl.pipeline, c = pm.check;
-    const words = c.state === "invalid" ? c.error : c.state === "checking" || c.state === "unchecked" ? "checking…"
+    const words = this.tl.step.record === null ? "Choose a record to edit its pipeline." : c.state === "invalid" ? c.error : c.state === "checking" || c.state === "unchecked" ? "checking…"
       : pm.edited ? "valid: re-run to see what it does" : "the record's own pipeline";
     const text = h("input", { class: "tl-pipeline-text jp-mod-styled", type: "text", spellcheck: "false", "aria-label": "pipeline text" });
     text.value = pm.text;

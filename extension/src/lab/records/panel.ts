@@ -60,13 +60,20 @@ export function recordsPanel(tl: IThunderlabSidebar): PanelWithToolbar {
   panel.addClass("tl-panel");
   const reload = async () => {
     if (!tl.link.ready) return;
-    const r = await tl.link.request("records.list", { limit: 500 });
-    tl.records.reset(r.records);
-    if (tl.records.selected === null && r.records.length) tl.records.select(r.records[0].record);
+    try {
+      const r = await tl.link.request("records.list", { limit: 500 });
+      tl.records.reset(r.records);
+      if (tl.records.selected === null && r.records.length) tl.records.select(r.records[0].record);
+      else if (tl.records.selected !== null && tl.step.payload === null) void tl.step.open(tl.records.selected);
+    } catch (e) { console.warn("thunderlab: listing records failed:", e); }
   };
   panel.toolbar.addItem("refresh", new ToolbarButton({ icon: refreshIcon, tooltip: "List the kernel's records again", onClick: () => void reload() }));
   panel.addWidget(new RecordsBody(tl));
-  tl.link.connected.connect(() => { tl.records.reset([]); tl.records.select(null); void reload(); });
+  // a new kernel (or a restarted one) has other records: list them afresh
+  tl.link.connected.connect(() => void reload());
+  tl.link.stateChanged.connect((_, state) => {
+    if (state === "restarting" || state === "connecting" || state === "no-kernel") { tl.records.reset([]); tl.records.select(null); }
+  });
   tl.link.pushed.connect((_, ev) => {
     if (ev.type !== "record.new") return;
     const { type: _t, ...row } = ev;
