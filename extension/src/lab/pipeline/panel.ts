@@ -52,7 +52,8 @@ class PipelineBody extends Widget {
       if (this._open.has(i)) li.append(this._options(i, item, info));
       list.append(li);
     });
-    this.node.replaceChildren(list, this._adder(), this._status());
+    // the check and the text first: they stay in view however long the pipeline is
+    this.node.replaceChildren(this._status(), list, this._adder());
   }
 
   private _row(name: HTMLElement, summary: string, st: Step | null, i: number, k: number | null, ...tools: HTMLElement[]): HTMLLIElement {
