@@ -62,7 +62,8 @@ class PipelineBody extends Widget {
     const mark = !st ? h("span", { class: "tl-muted" }, "not run")
       : st.error ? h("span", { class: "tl-fail", title: st.error }, "✗ failed")
       : v ? h("span", { class: v.ok ? "tl-ok" : "tl-fail", title: v.detail || v.structural },
-        v.ok ? (v.max_error != null ? `✓ numbers (max err ${v.max_error.toExponential(1)})` : "✓ checked") : "✗ wrong") : h("span", { class: "tl-muted" }, "");
+        // say whether numbers were compared with eager PyTorch, or only the program's form was checked
+        v.ok ? (v.max_error != null ? `✓ matches eager (max err ${v.max_error.toExponential(1)})` : "✓ well-formed") : "✗ wrong") : h("span", { class: "tl-muted" }, "");
     const stats = st ? h("span", { class: "tl-pass-stats" }, `${ms(st.seconds)} ms · ${st.symbols_before} → ${st.symbols_after} symbols · `, mark) : h("span", { class: "tl-pass-stats" }, mark);
     const li = h("li", { class: `tl-pass${current ? " tl-selected" : ""}`, "data-pass": i, ...(k !== null ? { "data-step": k } : {}) },
       h("div", { class: "tl-pass-head" }, name, h("span", { class: "tl-pass-tools" }, ...tools)),
