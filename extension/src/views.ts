@@ -352,10 +352,15 @@ const MARK_STROKE: Record<string, string> = { added: "#1a7f37", changed: "#bf870
 // graphs this big open with their groups collapsed (a model's training step has thousands of calls)
 const COLLAPSE_ABOVE = 300;
 
-export function graphView(g: Graph, changes: Changes | null | undefined): HTMLElement {
+export interface GraphOptions { collapseAbove?: number; grouping?: "auto" | "regions" | "modules" | "none" }
+
+export function graphView(g: Graph, changes: Changes | null | undefined, opts: GraphOptions = {}): HTMLElement {
+  const collapseAbove = opts.collapseAbove ?? COLLAPSE_ABOVE;
   const wrap = h("div", { class: "tl-graph-view" });
   const canvas = h("div", { class: "tl-graph-wrap" });
-  let grouping = defaultGrouping(g);
+  const wanted = opts.grouping ?? "auto";
+  let grouping: Grouping = wanted === "regions" ? { by: "regions" } : wanted === "none" ? { by: "none" }
+    : wanted === "modules" && scopeDepth(g) ? { by: "modules", depth: defaultDepth(g) } : defaultGrouping(g);
   const collapsed = new Set<string>();
   const names = () => [...new Set(g.nodes.map((n) => groupOf(n, grouping)).filter((k): k is string => !!k))];
   const collapseAll = () => { collapsed.clear(); for (const k of names()) collapsed.add(k); };
@@ -386,7 +391,7 @@ export function graphView(g: Graph, changes: Changes | null | undefined): HTMLEl
   const regroup = (next: Grouping) => {
     grouping = next;
     collapsed.clear();
-    if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
+    if (g.nodes.length > collapseAbove) collapseAll();
     sync(); draw();
   };
   bySel.addEventListener("change", () => {

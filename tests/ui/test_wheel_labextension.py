@@ -22,7 +22,9 @@ def test_wheel_installs_the_labextension_enabled(tmp_path):
     site = next(fresh.glob("lib/python*/site-packages"))
     borrowed = [p for p in sys.path if p.endswith("site-packages")]
     (site / "zz_borrowed.pth").write_text("\n".join(borrowed) + "\n")
-    assert (fresh / "share/jupyter/labextensions/thunderlab/package.json").exists()
+    ext = fresh / "share/jupyter/labextensions/thunderlab"
+    assert (ext / "package.json").exists() and (ext / "install.json").exists()
+    assert (ext / "schemas/thunderlab/sidebar.json").exists(), "the settings schema (grouping, collapse threshold)"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"):
         (tmp_path / var).mkdir()

@@ -3,6 +3,7 @@
 import { ILabShell, type JupyterFrontEnd, type JupyterFrontEndPlugin } from "@jupyterlab/application";
 import type { ISessionContext } from "@jupyterlab/apputils";
 import { IEditorServices } from "@jupyterlab/codeeditor";
+import { ISettingRegistry } from "@jupyterlab/settingregistry";
 import { LabIcon, SidePanel } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
 import { CSS, h } from "../views";
@@ -49,8 +50,9 @@ const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
   description: "The thunderlab sidebar and its link to the active notebook's kernel",
   autoStart: true,
   requires: [ILabShell],
+  optional: [ISettingRegistry],
   provides: IThunderlabSidebar,
-  activate: (_app: JupyterFrontEnd, shell: ILabShell): IThunderlabSidebar => {
+  activate: (_app: JupyterFrontEnd, shell: ILabShell, registry: ISettingRegistry | null): IThunderlabSidebar => {
     const link = new KernelLink();
     const panel = new SidePanel();
     panel.id = "thunderlab-sidebar";
@@ -74,7 +76,20 @@ const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
       // the sections share the height by their weight: the step's program gets the most
       (panel.content as unknown as { setRelativeSizes(s: number[]): void }).setRelativeSizes(panel.widgets.map((x) => ranks.get(x)?.[1] ?? 1));
     };
-    return { link, panel, addPanel, records: new RecordsModel(), step: new StepModel(link), pipeline: new PipelineModel(), timings: new TimingsModel() };
+    const settings: IThunderlabSidebar["settings"] = { grouping: "auto", collapseAbove: 300 };
+    const step = new StepModel(link);
+    if (registry) {
+      void registry.load(sidebar.id).then((s) => {
+        const read = () => {
+          settings.grouping = s.get("grouping").composite as typeof settings.grouping;
+          settings.collapseAbove = s.get("collapseAbove").composite as number;
+          step.refresh();
+        };
+        s.changed.connect(read);
+        read();
+      }).catch((e) => console.warn("thunderlab: settings not loaded:", e));
+    }
+    return { link, panel, addPanel, settings, step, records: new RecordsModel(), pipeline: new PipelineModel(), timings: new TimingsModel() };
   },
 };
 

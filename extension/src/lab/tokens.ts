@@ -16,6 +16,8 @@ export interface IThunderlabSidebar {
   readonly timings: TimingsModel;
   /** The sidebar: each part's plugin adds one panel (a PanelWithToolbar) to it with addPanel. */
   readonly panel: SidePanel;
+  /** The user's settings (JupyterLab's settings registry, plugin thunderlab:sidebar). */
+  readonly settings: { grouping: "auto" | "regions" | "modules" | "none"; collapseAbove: number };
   /** Add a part; `rank` orders the parts from the top (records 100, pipeline 200, step 300, timings 400). */
   addPanel(widget: Widget, rank: number, size: number): void;
 }

@@ -275,10 +275,12 @@
   }
   var MARK_STROKE = { added: "#1a7f37", changed: "#bf8700" };
   var COLLAPSE_ABOVE = 300;
-  function graphView(g, changes) {
+  function graphView(g, changes, opts = {}) {
+    const collapseAbove = opts.collapseAbove ?? COLLAPSE_ABOVE;
     const wrap = h("div", { class: "tl-graph-view" });
     const canvas = h("div", { class: "tl-graph-wrap" });
-    let grouping = defaultGrouping(g);
+    const wanted = opts.grouping ?? "auto";
+    let grouping = wanted === "regions" ? { by: "regions" } : wanted === "none" ? { by: "none" } : wanted === "modules" && scopeDepth(g) ? { by: "modules", depth: defaultDepth(g) } : defaultGrouping(g);
     const collapsed = /* @__PURE__ */ new Set();
     const names = () => [...new Set(g.nodes.map((n) => groupOf(n, grouping)).filter((k) => !!k))];
     const collapseAll = () => {
@@ -313,7 +315,7 @@
     const regroup = (next) => {
       grouping = next;
       collapsed.clear();
-      if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
+      if (g.nodes.length > collapseAbove) collapseAll();
       sync();
       draw();
     };

@@ -58,12 +58,17 @@ export function recordsPanel(tl: IThunderlabSidebar): PanelWithToolbar {
   panel.id = "thunderlab-records";
   panel.title.label = "Records";
   panel.addClass("tl-panel");
+  // each notebook's sidebar comes back as it was left: the record it showed (and, in StepModel, the step)
+  const shown = new Map<string, number>();
+  tl.records.selectedChanged.connect((_, r) => { const path = tl.link.session?.path; if (path && r !== null) shown.set(path, r); });
   const reload = async () => {
     if (!tl.link.ready) return;
     try {
       const r = await tl.link.request("records.list", { limit: 500 });
       tl.records.reset(r.records);
-      if (tl.records.selected === null && r.records.length) tl.records.select(r.records[0].record);
+      const before = shown.get(tl.link.session?.path ?? "");
+      if (tl.records.selected === null && before !== undefined && tl.records.row(before)) tl.records.select(before);
+      else if (tl.records.selected === null && r.records.length) tl.records.select(r.records[0].record);
       else if (tl.records.selected !== null && tl.step.payload === null) void tl.step.open(tl.records.selected);
     } catch (e) { console.warn("thunderlab: listing records failed:", e); }
   };
@@ -72,6 +77,10 @@ export function recordsPanel(tl: IThunderlabSidebar): PanelWithToolbar {
   // a new kernel (or a restarted one) has other records: list them afresh
   tl.link.connected.connect(() => void reload());
   tl.link.stateChanged.connect((_, state) => {
+    if (state === "restarting" || state === "dead") {  // a new kernel numbers its records afresh
+      shown.delete(tl.link.session?.path ?? "");
+      tl.step.forget();
+    }
     if (state === "restarting" || state === "connecting" || state === "no-kernel") { tl.records.reset([]); tl.records.select(null); }
   });
   tl.link.pushed.connect((_, ev) => {

@@ -22,6 +22,7 @@ export class StepModel {
   private _trace = "forward";
   private _traces = new Map<number, Traces>();
   private _error = "";
+  private _memory = new Map<string, number>();  // "notebook path#record" -> the step last shown there
   private _changed = new Signal<this, void>(this);
 
   constructor(readonly link: KernelLink) {}
@@ -47,7 +48,7 @@ export class StepModel {
       if (this._record !== record) return;
       this._payload = r.payload;
       const ok = r.payload.steps.filter((s) => !s.error).map((s) => s.index);
-      await this.select(ok.length ? ok[ok.length - 1] : 0);
+      await this.select(this._memory.get(this._key()) ?? (ok.length ? ok[ok.length - 1] : 0));
     } catch (e) { this._fail(e); }
   }
 
@@ -56,6 +57,7 @@ export class StepModel {
     const p = this._payload;
     if (!p) return;
     this._step = Math.max(0, Math.min(p.steps.length - 1, i));
+    this._memory.set(this._key(), this._step);
     this._changed.emit();
     await this.load(this._step);
   }
@@ -63,6 +65,9 @@ export class StepModel {
   move(delta: number): Promise<void> { return this.select(this._step + delta); }
 
   setTrace(name: string): void { this._trace = name; this._changed.emit(); }
+
+  /** Repaint the views (after a settings change). */
+  refresh(): void { this._changed.emit(); }
 
   /** The traces of step i, from the kernel the first time. */
   async load(i: number): Promise<Traces> {
@@ -76,6 +81,14 @@ export class StepModel {
       return r.traces;
     } catch (e) { this._fail(e); return null; }
   }
+
+  /** Forget the steps remembered for the followed notebook (its kernel restarted). */
+  forget(): void {
+    const prefix = `${this.link.session?.path ?? ""}#`;
+    for (const k of [...this._memory.keys()]) if (k.startsWith(prefix)) this._memory.delete(k);
+  }
+
+  private _key(): string { return `${this.link.session?.path ?? ""}#${this._record}`; }
 
   private _fail(e: unknown): void { this._error = e instanceof Error ? e.message : String(e); this._changed.emit(); }
 }

@@ -66,7 +66,7 @@ class StepBody extends Widget {
       if (this.model.sharedModel.getSource() !== t.program) this.model.sharedModel.setSource(t.program);
       parts.push(this._editor());
     } else if (this.view === "Diff") parts.push(this._diff(p, st.index, trace!));
-    else if (this.view === "Graph") parts.push(graphView(t.graph, t.changes));
+    else if (this.view === "Graph") parts.push(graphView(t.graph, t.changes, this.tl.settings));
     else parts.push(this._whyNot(p, st.index, t.graph.nodes));
     this.node.replaceChildren(...parts.filter((x): x is HTMLElement => !!x));
   }
