@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 # exactly this torch: the CPU wheel this machine carries (a looser pin pulls a CUDA build)
 TORCH  := torch==2.13.0
 
-.PHONY: setup demo test bench fuzz robustness clean views browser graphviz wheelhouse
+.PHONY: setup demo test bench fuzz robustness clean views lab browser graphviz wheelhouse
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ extension/node_modules/.installed: extension/package.json extension/package-lock
 views: extension/node_modules/.installed
 	cd extension && npm run --silent typecheck && npm run --silent build && npm test
 
+# the JupyterLab sidebar: TypeScript compiled, then bundled by jupyter-builder into
+# thunderlab/jupyter/labextension (the wheel ships it); linked into this venv for JupyterLab
+lab: setup extension/node_modules/.installed
+	cd extension && PATH="$(abspath $(BIN)):$$PATH" npm run --silent build:lab
+	$(BIN)/jupyter-builder develop --overwrite extension >/dev/null
+
 # UI tests drive Debian's Chromium (Playwright downloads no browser)
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
@@ -33,10 +39,10 @@ browser:
 graphviz:
 	@command -v dot >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq graphviz >/dev/null)
 
-demo: setup
+demo: setup lab
 	$(BIN)/python -m thunderlab demo
 
-test: setup views browser graphviz
+test: setup views lab browser graphviz
 	$(BIN)/python -m pytest
 
 bench: setup
@@ -63,4 +69,4 @@ wheelhouse:
 	$(PYTHON) -m pip wheel -q --no-deps --wheel-dir wheelhouse .
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache extension/node_modules extension/build-test
+	rm -rf $(VENV) *.egg-info .pytest_cache extension/node_modules extension/build-test extension/lib thunderlab/jupyter/labextension

@@ -1,6 +1,7 @@
 // Bundles the views with esbuild. Output is deterministic: no timestamps, no source maps.
 //   node build.mjs          -> the two shipped bundles inside the Python package
-//   node build.mjs --test   -> build-test/views.mjs, the pure helpers for node --test
+//   node build.mjs --test   -> build-test/views.mjs and lab.mjs, the pure helpers for node --test
+// (the JupyterLab extension itself is built by `npm run build:lab`: tsc, then jupyter-builder)
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";
 import { dirname, resolve } from "node:path";
@@ -12,6 +13,8 @@ const common = { bundle: true, target: "es2020", charset: "utf8", legalComments:
 if (process.argv.includes("--test")) {
   await build({ ...common, entryPoints: [resolve(here, "src/views.ts")], format: "esm", platform: "neutral",
     outfile: resolve(here, "build-test/views.mjs") });
+  await build({ ...common, entryPoints: [resolve(here, "src/lab/pure.ts")], format: "esm", platform: "node", packages: "external",
+    outfile: resolve(here, "build-test/lab.mjs") });
 } else {
   await build({ ...common, entryPoints: [resolve(here, "src/report.ts")], format: "iife", platform: "browser",
     outfile: resolve(pkg, "inspect/static/report.js") });

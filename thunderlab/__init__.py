@@ -8,3 +8,28 @@ _register_backend()
 __version__ = "0.1.0"
 __all__ = ["DEFAULT_PIPELINE", "JitFunction", "Pass", "Pipeline", "clear_records", "jit", "last_record", "last_traces",
            "profile", "records", "register_pass", "rerun", "set_limits"]
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext thunderlab``: serve the JupyterLab sidebar from this kernel."""
+    from .jupyter.comm import start
+
+    start()
+
+
+def _serve_sidebar() -> None:
+    # inside a Jupyter kernel, importing thunderlab links it to the JupyterLab sidebar
+    import sys
+
+    if "ipykernel" in sys.modules:
+        from .jupyter.comm import start
+
+        try:
+            start()
+        except Exception as e:  # the compiler works without the sidebar
+            import warnings
+
+            warnings.warn(f"thunderlab: the JupyterLab sidebar link did not start: {e}", stacklevel=2)
+
+
+_serve_sidebar()

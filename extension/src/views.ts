@@ -41,6 +41,50 @@ export function classifyDiffLine(line: string): DiffKind {
   return "ctx";
 }
 
+export type Aligned = { kind: "same" | "del" | "add" | "change"; a: string | null; b: string | null };
+
+/** The shortest edit script between two line lists (Myers), as rows side by side; a deletion next to an insertion pairs up as a change. */
+export function alignLines(a: string[], b: string[]): Aligned[] {
+  const n = a.length, m = b.length, max = n + m, off = max + 1;
+  const v = new Int32Array(2 * max + 3);
+  const trace: Int32Array[] = [];
+  let found = n === 0 && m === 0;
+  for (let d = 0; d <= max && !found; d++) {
+    trace.push(v.slice());
+    for (let k = -d; k <= d; k += 2) {
+      let x = k === -d || (k !== d && v[off + k - 1] < v[off + k + 1]) ? v[off + k + 1] : v[off + k - 1] + 1;
+      let y = x - k;
+      while (x < n && y < m && a[x] === b[y]) { x++; y++; }
+      v[off + k] = x;
+      if (x >= n && y >= m) { found = true; break; }
+    }
+  }
+  // walk back through the saved frontiers (trace[d] is the frontier before round d)
+  const ops: ("same" | "del" | "add")[] = [];
+  let x = n, y = m;
+  for (let d = trace.length - 1; d >= 0; d--) {
+    const vd = trace[d], k = x - y;
+    const pk = k === -d || (k !== d && vd[off + k - 1] < vd[off + k + 1]) ? k + 1 : k - 1;
+    const px = vd[off + pk], py = px - pk;
+    while (x > px && y > py) { ops.push("same"); x--; y--; }
+    if (d > 0) ops.push(x === px ? "add" : "del");
+    x = px; y = py;
+  }
+  ops.reverse();
+  const rows: Aligned[] = [];
+  let i = 0, j = 0;
+  for (let t = 0; t < ops.length;) {
+    if (ops[t] === "same") { rows.push({ kind: "same", a: a[i++], b: b[j++] }); t++; continue; }
+    const dels: string[] = [], adds: string[] = [];
+    while (t < ops.length && ops[t] !== "same") { if (ops[t] === "del") dels.push(a[i++]); else adds.push(b[j++]); t++; }
+    for (let q = 0; q < Math.max(dels.length, adds.length); q++) {
+      const l = dels[q] ?? null, r = adds[q] ?? null;
+      rows.push({ kind: l !== null && r !== null ? "change" : l !== null ? "del" : "add", a: l, b: r });
+    }
+  }
+  return rows;
+}
+
 export interface Position { x: number; y: number; layer: number }
 export interface Layout { positions: Map<string, Position>; width: number; height: number }
 export const NODE_W = 150, NODE_H = 26, GAP_X = 24, GAP_Y = 46, PAD = 16;
@@ -183,14 +227,14 @@ export function executorColor(executor: string | null): string {
   return PALETTE[h % PALETTE.length];
 }
 
-const ms = (s: number) => (s * 1000).toFixed(s < 0.01 ? 3 : 1);
+export const ms = (s: number) => (s * 1000).toFixed(s < 0.01 ? 3 : 1);
 
 // ---------------------------------------------------------------- DOM building
 
 type Attrs = Record<string, string | number>;
 type Child = Node | string | null | undefined | false;
 
-function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
   for (const c of children) if (c) el.append(typeof c === "string" ? document.createTextNode(c) : c);
@@ -205,34 +249,34 @@ function s(tag: string, attrs: Attrs = {}, ...children: Child[]): SVGElement {
   return el;
 }
 
-const CSS = `
-.thunderlab{font:13px/1.4 system-ui,sans-serif;color:#1d1d1f;background:#fff}
+export const CSS = `
+.thunderlab{font:13px/1.4 var(--jp-ui-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,#1d1d1f);background:var(--jp-layout-color0,#fff)}
 .thunderlab h2{font-size:16px;margin:4px 0}
-.thunderlab .tl-meta{color:#555;margin-bottom:6px}
+.thunderlab .tl-meta{color:var(--jp-ui-font-color2,#555);margin-bottom:6px}
 .thunderlab .tl-error{color:#b00020;white-space:pre-wrap;font-family:ui-monospace,monospace}
 .thunderlab .tl-error:empty,.thunderlab .tl-status:empty{display:none}
 .thunderlab .tl-status{color:#0a5;margin:4px 0}
 .thunderlab .tl-bar{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin:6px 0}
 .thunderlab .tl-pipeline{font-family:ui-monospace,monospace;min-width:320px;flex:1}
 .thunderlab table{border-collapse:collapse}
-.thunderlab td,.thunderlab th{border-bottom:1px solid #e4e4e4;padding:2px 8px;text-align:left;vertical-align:top}
-.thunderlab th{background:#f4f4f6}
+.thunderlab td,.thunderlab th{border-bottom:1px solid var(--jp-border-color2,#e4e4e4);padding:2px 8px;text-align:left;vertical-align:top}
+.thunderlab th{background:var(--jp-layout-color2,#f4f4f6)}
 .thunderlab .tl-step{cursor:pointer}
-.thunderlab .tl-step:hover{background:#f0f6ff}
-.thunderlab .tl-current{background:#dbeaff !important;font-weight:600}
+.thunderlab .tl-step:hover{background:var(--jp-layout-color2,#f0f6ff)}
+.thunderlab .tl-current{background:var(--jp-brand-color3,#dbeaff) !important;font-weight:600}
 .thunderlab .tl-ok{color:#0a7a2f}.thunderlab .tl-fail{color:#b00020;font-weight:600}
 .thunderlab .tl-num{text-align:right;font-variant-numeric:tabular-nums}
-.thunderlab .tl-tabs{display:flex;gap:2px;margin-top:10px;border-bottom:1px solid #ccc}
-.thunderlab .tl-tabs button{border:1px solid #ccc;border-bottom:none;background:#f4f4f6;padding:3px 10px;cursor:pointer}
-.thunderlab .tl-tabs button.tl-active{background:#fff;font-weight:600}
-.thunderlab pre,.thunderlab .tl-diff{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;background:#fafafa;border:1px solid #e4e4e4;padding:6px;overflow:auto;max-height:560px;margin:4px 0}
+.thunderlab .tl-tabs{display:flex;gap:2px;margin-top:10px;border-bottom:1px solid var(--jp-border-color1,#ccc)}
+.thunderlab .tl-tabs button{border:1px solid var(--jp-border-color1,#ccc);border-bottom:none;background:var(--jp-layout-color2,#f4f4f6);color:inherit;padding:3px 10px;cursor:pointer}
+.thunderlab .tl-tabs button.tl-active{background:var(--jp-layout-color0,#fff);font-weight:600}
+.thunderlab pre,.thunderlab .tl-diff{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;background:var(--jp-layout-color1,#fafafa);border:1px solid var(--jp-border-color2,#e4e4e4);padding:6px;overflow:auto;max-height:560px;margin:4px 0}
 .thunderlab .tl-diff div{white-space:pre}
-.thunderlab .tl-add{background:#e6ffec}.thunderlab .tl-del{background:#ffebe9}
-.thunderlab .tl-hunk{color:#6f42c1;background:#f3efff}.thunderlab .tl-meta-line{color:#888}
-.thunderlab .tl-graph-wrap{overflow:auto;max-height:640px;border:1px solid #e4e4e4}
+.thunderlab .tl-add{background:rgba(46,160,67,.18)}.thunderlab .tl-del{background:rgba(248,81,73,.18)}
+.thunderlab .tl-hunk{color:#8a63d2;background:rgba(130,80,223,.12)}.thunderlab .tl-meta-line{color:#888}
+.thunderlab .tl-graph-wrap{overflow:auto;max-height:640px;border:1px solid var(--jp-border-color2,#e4e4e4)}
 .thunderlab svg.tl-graph text{font:11px ui-monospace,monospace;pointer-events:none}
 .thunderlab svg.tl-graph .tl-group,.thunderlab svg.tl-graph .tl-kind-region{cursor:pointer}
-.thunderlab .tl-muted{color:#888}
+.thunderlab .tl-muted{color:var(--jp-ui-font-color2,#888)}
 `;
 
 function header(p: Payload, opts: RenderOptions): HTMLElement {
@@ -294,7 +338,7 @@ function stepTable(p: Payload, cur: number, opts: RenderOptions): HTMLElement {
     h("thead", {}, h("tr", {}, ...["#", "pass", "ms", "symbols", "verified", "error"].map((t) => h("th", {}, t)))), body);
 }
 
-function diffView(diff: string | null): HTMLElement {
+export function diffView(diff: string | null): HTMLElement {
   const box = h("div", { class: "tl-diff" });
   if (!diff) { box.append(h("div", { class: "tl-ctx tl-muted" }, "(no changes)")); return box; }
   for (const line of diff.replace(/\n$/, "").split("\n")) {
@@ -308,10 +352,15 @@ const MARK_STROKE: Record<string, string> = { added: "#1a7f37", changed: "#bf870
 // graphs this big open with their groups collapsed (a model's training step has thousands of calls)
 const COLLAPSE_ABOVE = 300;
 
-function graphView(g: Graph, changes: Changes | null | undefined): HTMLElement {
+export interface GraphOptions { collapseAbove?: number; grouping?: "auto" | "regions" | "modules" | "none" }
+
+export function graphView(g: Graph, changes: Changes | null | undefined, opts: GraphOptions = {}): HTMLElement {
+  const collapseAbove = opts.collapseAbove ?? COLLAPSE_ABOVE;
   const wrap = h("div", { class: "tl-graph-view" });
   const canvas = h("div", { class: "tl-graph-wrap" });
-  let grouping = defaultGrouping(g);
+  const wanted = opts.grouping ?? "auto";
+  let grouping: Grouping = wanted === "regions" ? { by: "regions" } : wanted === "none" ? { by: "none" }
+    : wanted === "modules" && scopeDepth(g) ? { by: "modules", depth: defaultDepth(g) } : defaultGrouping(g);
   const collapsed = new Set<string>();
   const names = () => [...new Set(g.nodes.map((n) => groupOf(n, grouping)).filter((k): k is string => !!k))];
   const collapseAll = () => { collapsed.clear(); for (const k of names()) collapsed.add(k); };
@@ -342,7 +391,7 @@ function graphView(g: Graph, changes: Changes | null | undefined): HTMLElement {
   const regroup = (next: Grouping) => {
     grouping = next;
     collapsed.clear();
-    if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
+    if (g.nodes.length > collapseAbove) collapseAll();
     sync(); draw();
   };
   bySel.addEventListener("change", () => {
@@ -409,7 +458,7 @@ function graphView(g: Graph, changes: Changes | null | undefined): HTMLElement {
   return wrap;
 }
 
-function timingsView(p: Payload): HTMLElement {
+export function timingsView(p: Payload): HTMLElement {
   const names = Object.keys(p.regions);
   if (!names.length) return h("div", { class: "tl-muted" }, "(no fusion regions)");
   const body = h("tbody");

@@ -52,7 +52,8 @@ def test_a_pass_that_changes_the_random_stream_is_named():
     with pytest.raises(CompileError, match="'test-drop-unused-draws' .step 2. produced wrong numbers"):
         j(torch.randn(16))
     rec = thunderlab.jit(_draws, pipeline="cse,claim,test-drop-unused-draws,del")
-    rec(torch.randn(16))
+    x = torch.randn(16)  # records hold inputs weakly: bisection needs them alive
+    rec(x)
     found = thunderlab.last_record(rec).bisect()
     assert found is not None and found.spec == "test-drop-unused-draws"
 

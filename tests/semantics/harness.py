@@ -34,6 +34,7 @@ ENTRIES: dict[str, Callable] = {
     "inductor": lambda fn: thunderlab.jit(fn, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del", tiered=False),
 }
 DEFAULT_ENTRIES = ("jit", "compile", "decomposed")
+OUTCOMES: list[tuple[str, str]] = []  # (entry, "ok" | "refused") of every check made, for the suite's counts
 
 
 def _leaves(x) -> list:
@@ -197,4 +198,5 @@ def check(fn: Callable, make_args: Callable[[], tuple], *, entries: Iterable[str
                     _same_value(f"{where} gradient of input {i}", g, w)
         else:
             result[entry] = "ok"
+        OUTCOMES.append((entry, result[entry]))
     return result

@@ -13,6 +13,8 @@ import torch
 _pool: ThreadPoolExecutor | None = None
 # set by thunderlab.profile: each region call is then marked for the torch profiler
 PROFILING = threading.Event()
+# called with a region runner after each timed call (the JupyterLab sidebar streams timings from here)
+TIMING_LISTENERS: list = []
 _pool_lock = threading.Lock()
 
 
@@ -141,6 +143,8 @@ class RegionRunner:
             out = self.fn(*args)
             seconds = time.perf_counter() - t0
         self.times.setdefault(version, deque(maxlen=10000)).append(seconds)
+        for listener in TIMING_LISTENERS:
+            listener(self)
         return out
 
     def stats(self) -> dict:

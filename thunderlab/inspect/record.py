@@ -1,6 +1,7 @@
 """CompileRecord and Step: the plain-data account of one compilation."""
 from __future__ import annotations
 
+import itertools
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -63,6 +64,9 @@ class Step:
                 f"{self.symbols_before} -> {self.symbols_after} symbols")
 
 
+_uids = itertools.count()
+
+
 class HeldInputs:
     """The inputs a record was compiled for: tensors held weakly unless ``strong``, other values as they are.
 
@@ -110,6 +114,7 @@ class CompileRecord:
     eager: Any = field(default=None, repr=False)  # the captured graph run by PyTorch itself: bisection's reference
     regions: dict = field(default_factory=dict, repr=False)  # name -> the live runner of each fusion region
     reused: int = 0  # passes taken unchanged from the record this one was re-run from
+    uid: int = field(default_factory=lambda: next(_uids))  # stable for the process's life, unlike a position
 
     def timings(self) -> dict:
         """Per fusion region: which version runs, when it switched, and count/median/min per version."""

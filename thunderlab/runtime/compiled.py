@@ -21,6 +21,11 @@ from .autograd import training_callable
 
 
 
+_RECORDS: list[CompileRecord] = []
+# called with each record once its pipeline has run (the JupyterLab sidebar listens here)
+RECORD_LISTENERS: list = []
+
+
 def _env_int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None:
@@ -63,6 +68,11 @@ def set_limits(*, records: int | None = None, shapes: int | None = None) -> dict
     if shapes is not None:
         _LIMITS["shapes"] = shapes
     return {"records": _RECORDS.maxlen, "shapes": _LIMITS["shapes"]}
+
+
+def _announce(record: CompileRecord) -> None:
+    for listener in list(RECORD_LISTENERS):
+        listener(record)
 
 
 @dataclass(frozen=True)
@@ -151,6 +161,12 @@ class CompiledGraph:
         if len(self.records) > 2 * _LIMITS["shapes"]:  # failed compiles have no cache entry to evict with
             self.records.pop(0)
         _RECORDS.append(record)
+        try:
+            return self._compile(record, args, key)
+        finally:
+            _announce(record)
+
+    def _compile(self, record: CompileRecord, args, key) -> _Entry:
         reference = None
         if self.options.verify and self.eager is not None:
             reference = eager_reference(self.eager, args)
@@ -250,6 +266,7 @@ def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) 
     new.steps.extend(steps)
     new.error = error
     _RECORDS.append(new)
+    _announce(new)
     return new
 
 

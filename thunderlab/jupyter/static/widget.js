@@ -154,33 +154,33 @@ function s(tag, attrs = {}, ...children) {
   return el;
 }
 var CSS = `
-.thunderlab{font:13px/1.4 system-ui,sans-serif;color:#1d1d1f;background:#fff}
+.thunderlab{font:13px/1.4 var(--jp-ui-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,#1d1d1f);background:var(--jp-layout-color0,#fff)}
 .thunderlab h2{font-size:16px;margin:4px 0}
-.thunderlab .tl-meta{color:#555;margin-bottom:6px}
+.thunderlab .tl-meta{color:var(--jp-ui-font-color2,#555);margin-bottom:6px}
 .thunderlab .tl-error{color:#b00020;white-space:pre-wrap;font-family:ui-monospace,monospace}
 .thunderlab .tl-error:empty,.thunderlab .tl-status:empty{display:none}
 .thunderlab .tl-status{color:#0a5;margin:4px 0}
 .thunderlab .tl-bar{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin:6px 0}
 .thunderlab .tl-pipeline{font-family:ui-monospace,monospace;min-width:320px;flex:1}
 .thunderlab table{border-collapse:collapse}
-.thunderlab td,.thunderlab th{border-bottom:1px solid #e4e4e4;padding:2px 8px;text-align:left;vertical-align:top}
-.thunderlab th{background:#f4f4f6}
+.thunderlab td,.thunderlab th{border-bottom:1px solid var(--jp-border-color2,#e4e4e4);padding:2px 8px;text-align:left;vertical-align:top}
+.thunderlab th{background:var(--jp-layout-color2,#f4f4f6)}
 .thunderlab .tl-step{cursor:pointer}
-.thunderlab .tl-step:hover{background:#f0f6ff}
-.thunderlab .tl-current{background:#dbeaff !important;font-weight:600}
+.thunderlab .tl-step:hover{background:var(--jp-layout-color2,#f0f6ff)}
+.thunderlab .tl-current{background:var(--jp-brand-color3,#dbeaff) !important;font-weight:600}
 .thunderlab .tl-ok{color:#0a7a2f}.thunderlab .tl-fail{color:#b00020;font-weight:600}
 .thunderlab .tl-num{text-align:right;font-variant-numeric:tabular-nums}
-.thunderlab .tl-tabs{display:flex;gap:2px;margin-top:10px;border-bottom:1px solid #ccc}
-.thunderlab .tl-tabs button{border:1px solid #ccc;border-bottom:none;background:#f4f4f6;padding:3px 10px;cursor:pointer}
-.thunderlab .tl-tabs button.tl-active{background:#fff;font-weight:600}
-.thunderlab pre,.thunderlab .tl-diff{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;background:#fafafa;border:1px solid #e4e4e4;padding:6px;overflow:auto;max-height:560px;margin:4px 0}
+.thunderlab .tl-tabs{display:flex;gap:2px;margin-top:10px;border-bottom:1px solid var(--jp-border-color1,#ccc)}
+.thunderlab .tl-tabs button{border:1px solid var(--jp-border-color1,#ccc);border-bottom:none;background:var(--jp-layout-color2,#f4f4f6);color:inherit;padding:3px 10px;cursor:pointer}
+.thunderlab .tl-tabs button.tl-active{background:var(--jp-layout-color0,#fff);font-weight:600}
+.thunderlab pre,.thunderlab .tl-diff{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;background:var(--jp-layout-color1,#fafafa);border:1px solid var(--jp-border-color2,#e4e4e4);padding:6px;overflow:auto;max-height:560px;margin:4px 0}
 .thunderlab .tl-diff div{white-space:pre}
-.thunderlab .tl-add{background:#e6ffec}.thunderlab .tl-del{background:#ffebe9}
-.thunderlab .tl-hunk{color:#6f42c1;background:#f3efff}.thunderlab .tl-meta-line{color:#888}
-.thunderlab .tl-graph-wrap{overflow:auto;max-height:640px;border:1px solid #e4e4e4}
+.thunderlab .tl-add{background:rgba(46,160,67,.18)}.thunderlab .tl-del{background:rgba(248,81,73,.18)}
+.thunderlab .tl-hunk{color:#8a63d2;background:rgba(130,80,223,.12)}.thunderlab .tl-meta-line{color:#888}
+.thunderlab .tl-graph-wrap{overflow:auto;max-height:640px;border:1px solid var(--jp-border-color2,#e4e4e4)}
 .thunderlab svg.tl-graph text{font:11px ui-monospace,monospace;pointer-events:none}
 .thunderlab svg.tl-graph .tl-group,.thunderlab svg.tl-graph .tl-kind-region{cursor:pointer}
-.thunderlab .tl-muted{color:#888}
+.thunderlab .tl-muted{color:var(--jp-ui-font-color2,#888)}
 `;
 function header(p, opts) {
   const err = [p.error, opts.error].filter(Boolean).join("\n");
@@ -273,10 +273,12 @@ function diffView(diff) {
 }
 var MARK_STROKE = { added: "#1a7f37", changed: "#bf8700" };
 var COLLAPSE_ABOVE = 300;
-function graphView(g, changes) {
+function graphView(g, changes, opts = {}) {
+  const collapseAbove = opts.collapseAbove ?? COLLAPSE_ABOVE;
   const wrap = h("div", { class: "tl-graph-view" });
   const canvas = h("div", { class: "tl-graph-wrap" });
-  let grouping = defaultGrouping(g);
+  const wanted = opts.grouping ?? "auto";
+  let grouping = wanted === "regions" ? { by: "regions" } : wanted === "none" ? { by: "none" } : wanted === "modules" && scopeDepth(g) ? { by: "modules", depth: defaultDepth(g) } : defaultGrouping(g);
   const collapsed = /* @__PURE__ */ new Set();
   const names = () => [...new Set(g.nodes.map((n) => groupOf(n, grouping)).filter((k) => !!k))];
   const collapseAll = () => {
@@ -311,7 +313,7 @@ function graphView(g, changes) {
   const regroup = (next) => {
     grouping = next;
     collapsed.clear();
-    if (g.nodes.length > COLLAPSE_ABOVE) collapseAll();
+    if (g.nodes.length > collapseAbove) collapseAll();
     sync();
     draw();
   };

@@ -1,0 +1,108 @@
+// The thunderlab JupyterLab extension: a sidebar that follows the active notebook's (or console's) kernel.
+// One plugin makes the sidebar, its kernel link and models (IThunderlabSidebar); each part is its own plugin.
+import { ILabShell, type JupyterFrontEnd, type JupyterFrontEndPlugin } from "@jupyterlab/application";
+import type { ISessionContext } from "@jupyterlab/apputils";
+import { IEditorServices } from "@jupyterlab/codeeditor";
+import { ISettingRegistry } from "@jupyterlab/settingregistry";
+import { LabIcon, SidePanel } from "@jupyterlab/ui-components";
+import { Widget } from "@lumino/widgets";
+import { CSS, h } from "../views";
+import { KernelLink, STATE_WORDS } from "./link";
+import { PipelineModel } from "./pipeline/model";
+import { pipelinePanel } from "./pipeline/panel";
+import { RecordsModel } from "./records/model";
+import { recordsPanel } from "./records/panel";
+import { StepModel } from "./step/model";
+import { stepPanel } from "./step/panel";
+import { IThunderlabSidebar } from "./tokens";
+import { TimingsModel } from "./timings/model";
+import { timingsPanel } from "./timings/panel";
+
+const icon = new LabIcon({ name: "thunderlab:bolt", svgstr:
+  '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24"><path class="jp-icon3" fill="#616161" d="M13 2 4 14h6l-1 8 9-12h-6z"/></svg>' });
+
+/** The line at the top of the sidebar: the link's state, in words. */
+class LinkStatus extends Widget {
+  constructor(private link: KernelLink) {
+    super();
+    this.addClass("tl-link-status");
+    link.stateChanged.connect(this.paint, this);
+    this.paint();
+  }
+  paint(): void {
+    const s = this.link.state;
+    const name = this.link.session?.name || this.link.session?.path || "";
+    this.node.dataset.state = s;
+    this.node.dataset.busy = String(this.link.busy);
+    this.node.replaceChildren(h("span", { class: "tl-dot" }),
+      h("span", { class: "tl-words" }, STATE_WORDS[s] + (s === "ready" && this.link.busy ? " The kernel is busy: answers come when the cell finishes; live timings still stream." : "")),
+      h("span", { class: "tl-muted tl-session" }, name ? ` · ${name}` : ""));
+  }
+}
+
+function sessionOf(w: Widget | null): ISessionContext | null {
+  const ctx = (w as unknown as { sessionContext?: ISessionContext } | null)?.sessionContext;
+  return ctx && typeof ctx === "object" && "kernelChanged" in ctx ? ctx : null;
+}
+
+const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
+  id: "thunderlab:sidebar",
+  description: "The thunderlab sidebar and its link to the active notebook's kernel",
+  autoStart: true,
+  requires: [ILabShell],
+  optional: [ISettingRegistry],
+  provides: IThunderlabSidebar,
+  activate: (_app: JupyterFrontEnd, shell: ILabShell, registry: ISettingRegistry | null): IThunderlabSidebar => {
+    const link = new KernelLink();
+    const panel = new SidePanel();
+    panel.id = "thunderlab-sidebar";
+    panel.addClass("thunderlab");
+    panel.addClass("tl-sidebar");
+    panel.title.icon = icon;
+    panel.title.caption = "thunderlab: compile records and passes";
+    const style = h("style", {}, CSS);
+    panel.node.prepend(style);
+    panel.header.addWidget(new LinkStatus(link));
+    shell.add(panel, "right", { rank: 700 });
+    // follow the notebook or console in front; keep the last one while another kind of tab is
+    const follow = () => { const ctx = sessionOf(shell.currentWidget); if (ctx) link.follow(ctx); };
+    shell.currentChanged.connect(follow);
+    follow();
+    const ranks = new Map<Widget, [number, number]>();
+    const addPanel = (w: Widget, rank: number, size: number) => {
+      ranks.set(w, [rank, size]);
+      const at = panel.widgets.filter((x) => (ranks.get(x)?.[0] ?? 0) < rank).length;
+      panel.insertWidget(at, w as any);
+      // the sections share the height by their weight: the step's program gets the most
+      (panel.content as unknown as { setRelativeSizes(s: number[]): void }).setRelativeSizes(panel.widgets.map((x) => ranks.get(x)?.[1] ?? 1));
+    };
+    const settings: IThunderlabSidebar["settings"] = { grouping: "auto", collapseAbove: 300 };
+    const step = new StepModel(link);
+    if (registry) {
+      void registry.load(sidebar.id).then((s) => {
+        const read = () => {
+          settings.grouping = s.get("grouping").composite as typeof settings.grouping;
+          settings.collapseAbove = s.get("collapseAbove").composite as number;
+          step.refresh();
+        };
+        s.changed.connect(read);
+        read();
+      }).catch((e) => console.warn("thunderlab: settings not loaded:", e));
+    }
+    return { link, panel, addPanel, settings, step, records: new RecordsModel(), pipeline: new PipelineModel(), timings: new TimingsModel() };
+  },
+};
+
+const part = (id: string, description: string, rank: number, size: number, add: (tl: IThunderlabSidebar, ...rest: any[]) => Widget,
+  extra: any[] = []): JupyterFrontEndPlugin<void> => ({
+  id: `thunderlab:${id}`, description, autoStart: true, requires: [IThunderlabSidebar, ...extra],
+  activate: (_app: JupyterFrontEnd, tl: IThunderlabSidebar, ...rest: any[]) => tl.addPanel(add(tl, ...rest), rank, size),
+});
+
+export default [
+  sidebar,
+  part("records", "The kernel's compile records, newest first", 100, 2, recordsPanel),
+  part("pipeline", "The pipeline editor: reorder, toggle, add, options, live check, re-run", 200, 4, pipelinePanel),
+  part("step", "A step's program, diff, graph and why calls were not fused", 300, 6, stepPanel, [IEditorServices]),
+  part("timings", "Live region timings and record comparison", 400, 2, timingsPanel),
+];

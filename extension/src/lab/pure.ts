@@ -1,0 +1,6 @@
+// The sidebar's logic that needs no browser or JupyterLab: bundled alone for the node tests.
+export { classify } from "./protocol";
+export { moved, parsePipeline, printPipeline, PipelineModel, stepOf } from "./pipeline/model";
+export { RecordsModel, visibleRows } from "./records/model";
+export { declines } from "./step/model";
+export { TimingsModel, timingRows, totalCalls } from "./timings/model";

@@ -1,0 +1,52 @@
+// The kernel's compile records as the sidebar lists them: newest first, filtered by name, in pages.
+import { Signal, type ISignal } from "@lumino/signaling";
+import type { RecordRow } from "../protocol";
+
+export const PAGE = 50;
+
+/** Rows newest first (by record number), those whose name contains `filter` (any case), page `page`. */
+export function visibleRows(rows: RecordRow[], filter: string, page: number, size = PAGE): { rows: RecordRow[]; total: number; pages: number } {
+  const f = filter.trim().toLowerCase();
+  const all = rows.filter((r) => !f || r.name.toLowerCase().includes(f)).sort((a, b) => b.record - a.record);
+  const pages = Math.max(1, Math.ceil(all.length / size));
+  const p = Math.max(0, Math.min(page, pages - 1));
+  return { rows: all.slice(p * size, (p + 1) * size), total: all.length, pages };
+}
+
+export class RecordsModel {
+  private _rows = new Map<number, RecordRow>();
+  private _filter = "";
+  private _page = 0;
+  private _selected: number | null = null;
+  private _changed = new Signal<this, void>(this);
+  private _selectedChanged = new Signal<this, number | null>(this);
+
+  get changed(): ISignal<this, void> { return this._changed; }
+  get selectedChanged(): ISignal<this, number | null> { return this._selectedChanged; }
+  get filter(): string { return this._filter; }
+  get page(): number { return this._page; }
+  get selected(): number | null { return this._selected; }
+  get size(): number { return this._rows.size; }
+  row(i: number): RecordRow | undefined { return this._rows.get(i); }
+  view() { return visibleRows([...this._rows.values()], this._filter, this._page); }
+
+  /** Replace every row (after listing the kernel's records); keeps the selection if it still exists. */
+  reset(rows: RecordRow[]): void {
+    this._rows = new Map(rows.map((r) => [r.record, r]));
+    if (this._selected !== null && !this._rows.has(this._selected)) this.select(null);
+    this._changed.emit();
+  }
+
+  /** A record the kernel just made: listed at the top. */
+  add(row: RecordRow): void { this._rows.set(row.record, row); this._changed.emit(); }
+
+  setFilter(text: string): void { this._filter = text; this._page = 0; this._changed.emit(); }
+  setPage(p: number): void { this._page = Math.max(0, Math.min(p, this.view().pages - 1)); this._changed.emit(); }
+
+  select(record: number | null): void {
+    if (record === this._selected) return;
+    this._selected = record;
+    this._changed.emit();
+    this._selectedChanged.emit(record);
+  }
+}

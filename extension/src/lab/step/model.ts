@@ -1,0 +1,94 @@
+// The record and step the sidebar shows: the record's summary, the selected step and each step's traces
+// (fetched from the kernel when first shown).
+import { Signal, type ISignal } from "@lumino/signaling";
+import type { Payload, Trace } from "../../views";
+import type { KernelLink } from "../link";
+
+/** For each call the claim pass looked at: the executors that declined it and why (from the latest claim step up to `step`). */
+export function declines(p: Payload, step: number): { id: string; reasons: [string, string][] }[] {
+  for (let i = Math.min(step, p.steps.length - 1); i >= 0; i--) {
+    const notes = p.steps[i].notes as { declines?: Record<string, [string, string][]> } | null;
+    if (notes && notes.declines) return Object.entries(notes.declines).map(([id, reasons]) => ({ id, reasons }));
+  }
+  return [];
+}
+
+export type Traces = Record<string, Trace> | null;
+
+export class StepModel {
+  private _record: number | null = null;
+  private _payload: Payload | null = null;
+  private _step = 0;
+  private _trace = "forward";
+  private _traces = new Map<number, Traces>();
+  private _error = "";
+  private _memory = new Map<string, number>();  // "notebook path#record" -> the step last shown there
+  private _changed = new Signal<this, void>(this);
+
+  constructor(readonly link: KernelLink) {}
+
+  get changed(): ISignal<this, void> { return this._changed; }
+  get record(): number | null { return this._record; }
+  get payload(): Payload | null { return this._payload; }
+  get step(): number { return this._step; }
+  get trace(): string { return this._trace; }
+  get error(): string { return this._error; }
+  traces(step = this._step): Traces | undefined { return this._traces.get(step); }
+
+  /** Show record `record` (null: none) at its last step that has a program. */
+  async open(record: number | null): Promise<void> {
+    this._record = record;
+    this._payload = null;
+    this._traces.clear();
+    this._error = "";
+    this._changed.emit();
+    if (record === null) return;
+    try {
+      const r = await this.link.request("record.summary", { record });
+      if (this._record !== record) return;
+      this._payload = r.payload;
+      const ok = r.payload.steps.filter((s) => !s.error).map((s) => s.index);
+      await this.select(this._memory.get(this._key()) ?? (ok.length ? ok[ok.length - 1] : 0));
+    } catch (e) { this._fail(e); }
+  }
+
+  /** Select step `i` (clamped), loading its traces. */
+  async select(i: number): Promise<void> {
+    const p = this._payload;
+    if (!p) return;
+    this._step = Math.max(0, Math.min(p.steps.length - 1, i));
+    this._memory.set(this._key(), this._step);
+    this._changed.emit();
+    await this.load(this._step);
+  }
+
+  move(delta: number): Promise<void> { return this.select(this._step + delta); }
+
+  setTrace(name: string): void { this._trace = name; this._changed.emit(); }
+
+  /** Repaint the views (after a settings change). */
+  refresh(): void { this._changed.emit(); }
+
+  /** The traces of step i, from the kernel the first time. */
+  async load(i: number): Promise<Traces> {
+    if (this._traces.has(i)) return this._traces.get(i)!;
+    const record = this._record!;
+    try {
+      const r = await this.link.request("step.traces", { record, step: i });
+      if (this._record !== record) return null;
+      this._traces.set(i, r.traces);
+      this._changed.emit();
+      return r.traces;
+    } catch (e) { this._fail(e); return null; }
+  }
+
+  /** Forget the steps remembered for the followed notebook (its kernel restarted). */
+  forget(): void {
+    const prefix = `${this.link.session?.path ?? ""}#`;
+    for (const k of [...this._memory.keys()]) if (k.startsWith(prefix)) this._memory.delete(k);
+  }
+
+  private _key(): string { return `${this.link.session?.path ?? ""}#${this._record}`; }
+
+  private _fail(e: unknown): void { this._error = e instanceof Error ? e.message : String(e); this._changed.emit(); }
+}

@@ -1,0 +1,26 @@
+// What the sidebar's plugins share: the kernel link, the models, and the side panel they add their parts to.
+import { Token } from "@lumino/coreutils";
+import type { SidePanel } from "@jupyterlab/ui-components";
+import type { Widget } from "@lumino/widgets";
+import type { KernelLink } from "./link";
+import type { PipelineModel } from "./pipeline/model";
+import type { RecordsModel } from "./records/model";
+import type { StepModel } from "./step/model";
+import type { TimingsModel } from "./timings/model";
+
+export interface IThunderlabSidebar {
+  readonly link: KernelLink;
+  readonly records: RecordsModel;
+  readonly step: StepModel;
+  readonly pipeline: PipelineModel;
+  readonly timings: TimingsModel;
+  /** The sidebar: each part's plugin adds one panel (a PanelWithToolbar) to it with addPanel. */
+  readonly panel: SidePanel;
+  /** The user's settings (JupyterLab's settings registry, plugin thunderlab:sidebar). */
+  readonly settings: { grouping: "auto" | "regions" | "modules" | "none"; collapseAbove: number };
+  /** Add a part; `rank` orders the parts from the top (records 100, pipeline 200, step 300, timings 400). */
+  addPanel(widget: Widget, rank: number, size: number): void;
+}
+
+export const IThunderlabSidebar = new Token<IThunderlabSidebar>("thunderlab:IThunderlabSidebar",
+  "The thunderlab sidebar: its kernel link and models");

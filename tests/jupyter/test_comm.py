@@ -1,0 +1,170 @@
+"""The sidebar protocol without a browser: declared messages answered, everything else refused by name."""
+from collections import deque
+
+import pytest
+import torch
+
+import thunderlab
+from thunderlab.jupyter import protocol
+from thunderlab.jupyter.comm import Handler
+from thunderlab.passes import Pass, register_pass
+from thunderlab.runtime import compiled
+from tests.executors.test_fusion import PIPE  # registers "testfuse", a fusing executor that runs with torch
+
+
+@pytest.fixture
+def handler(monkeypatch):
+    monkeypatch.setattr(compiled, "_RECORDS", deque(maxlen=100))
+    sent = []
+    h = Handler(sent.append)
+    h.sent = sent
+    monkeypatch.setattr(compiled, "RECORD_LISTENERS", [h.on_record])
+    return h
+
+
+def _ids():
+    return [r.uid for r in compiled.all_records()]
+
+
+def _ask(h, kind, **fields):
+    return h.handle({"v": 1, "id": 7, "type": kind, **fields})
+
+
+def _compile(name="f", timing=False):
+    def f(x):
+        return torch.relu(x) * 2 + 1
+
+    f.__name__ = name
+    jf = thunderlab.jit(f, pipeline=PIPE, timing=timing)
+    jf(torch.randn(4))
+    return jf
+
+
+def test_hello_and_new_records_are_pushed(handler):
+    assert _ask(handler, "hello")["protocol"] == 1
+    _compile("first")
+    pushed = [m for m in handler.sent if m["type"] == "record.new"]
+    assert [m["name"] for m in pushed] == ["first"] and pushed[0]["record"] == _ids()[0] and pushed[0]["steps"] == 6  # capture and five passes
+
+
+def test_records_list_newest_first_filtered_and_paged(handler):
+    for name in ("alpha", "beta", "alphabet"):
+        _compile(name)
+    rows = _ask(handler, "records.list")["records"]
+    assert [r["name"] for r in rows] == ["alphabet", "beta", "alpha"]
+    page = _ask(handler, "records.list", filter="ALPHA", offset=1, limit=1)
+    assert page["total"] == 2 and [r["name"] for r in page["records"]] == ["alpha"]
+
+
+def test_summary_traces_rerun_and_compare(handler):
+    _compile()
+    [rid] = _ids()
+    s = _ask(handler, "record.summary", record=rid)["payload"]
+    assert s["schema"] == "thunderlab.record/v1" and s["steps"][1]["spec"] == "dce"
+    t = _ask(handler, "step.traces", record=rid, step=2)["traces"]
+    assert "forward" in t and "def forward" in t["forward"]["program"]
+    new = _ask(handler, "record.rerun", record=rid, pipeline="dce,claim{executors=torch},del")
+    assert new["type"] == "record.rerun.reply" and new["record"] == _ids()[-1] != rid
+    assert handler.sent[-2]["type"] == "record.new" and handler.sent[-2]["pipeline"] == "dce,claim{executors=torch},del"
+    c = _ask(handler, "records.compare", a=rid, b=new["record"])
+    assert c["type"] == "records.compare.reply" and c["regions"][0] == 1 and c["regions"][1] == 0
+    assert "fusion" in c["program_diff"]
+
+
+def test_validate_gives_the_parsers_own_message(handler):
+    ok = _ask(handler, "pipeline.validate", pipeline="dce , cse")
+    assert ok["ok"] and ok["pipeline"] == "dce,cse"
+    bad = _ask(handler, "pipeline.validate", pipeline="fuse,claim,del")
+    assert not bad["ok"] and bad["error"] == "pass 'fuse' requires 'claim' to run before it; add 'claim' earlier in the pipeline"
+    unknown = _ask(handler, "pipeline.validate", pipeline="dce,nope")
+    assert "unknown pass 'nope'" in unknown["error"]
+
+
+def test_pass_registry_lists_passes_registered_in_a_notebook(handler, monkeypatch):
+    from dataclasses import dataclass
+
+    from thunderlab.passes import base
+
+    monkeypatch.setattr(base, "REGISTRY", dict(base.REGISTRY))
+
+    @register_pass
+    @dataclass(frozen=True)
+    class Nothing(Pass):
+        """Leaves the program as it is."""
+        name = "nothing"
+        times: int = 1
+
+        def __call__(self, program):
+            return program
+
+    import thunderlab.passes as passes
+    monkeypatch.setattr(passes, "REGISTRY", base.REGISTRY)
+    listed = {p["name"]: p for p in _ask(handler, "passes.list")["passes"]}
+    assert listed["nothing"]["summary"] == "Leaves the program as it is."
+    assert listed["nothing"]["options"] == {"times": {"type": "int", "default": 1}}
+    assert listed["fuse"]["requires"] == ["claim"] and listed["del"]["last"]
+
+
+def test_timings_stream_while_the_program_runs(handler, monkeypatch):
+    from thunderlab.executors import region
+
+    monkeypatch.setattr(region, "TIMING_LISTENERS", [handler.on_timed])
+    monkeypatch.setattr("thunderlab.jupyter.comm.PUSH_EVERY_S", 0.0)
+    jf = _compile(timing=True)
+    [rid] = _ids()
+    first = _ask(handler, "timings.subscribe", record=rid)
+    assert first["record"] == rid
+    for _ in range(3):
+        jf(torch.randn(4))
+    pushed = [m for m in handler.sent if m["type"] == "timings"]
+    assert len(pushed) >= 3
+    counts = [sum(t["count"] for r in m["regions"].values() for t in r["timings"].values()) for m in pushed]
+    assert counts == sorted(counts) and counts[-1] > counts[0]
+
+
+@pytest.mark.parametrize("msg, says", [
+    ("hello", "a JSON object"),
+    ({"v": 2, "id": 1, "type": "hello"}, "version 2 is not supported"),
+    ({"v": 1, "id": "1", "type": "hello"}, "'id' must be an integer"),
+    ({"v": 1, "id": 1, "type": "exec"}, "unknown message type 'exec'"),
+    ({"v": 1, "id": 1, "type": "record.summary"}, "needs field 'record'"),
+    ({"v": 1, "id": 1, "type": "record.summary", "record": "0"}, "'record' of 'record.summary' must be an integer"),
+    ({"v": 1, "id": 1, "type": "record.summary", "record": True}, "must be an integer"),
+    ({"v": 1, "id": 1, "type": "record.summary", "record": 0, "path": "/etc"}, "no field 'path'"),
+    ({"v": 1, "id": 1, "type": "records.list", "limit": 100000}, "outside 1..500"),
+    ({"v": 1, "id": 1, "type": "pipeline.validate", "pipeline": "x" * 5000}, "length 5000"),
+    ({"v": 1, "id": 1, "type": "record.summary", "record": 3}, "nothing has been compiled"),
+])
+def test_malformed_requests_get_an_error_naming_the_problem(handler, msg, says):
+    reply = handler.handle(msg)
+    assert reply["type"] == "error" and says in reply["error"], reply
+    assert handler.sent[-1] is reply
+
+
+def test_a_failing_rerun_is_an_error_reply(handler):
+    _compile()
+    reply = _ask(handler, "record.rerun", record=_ids()[0], pipeline="fuse,del")
+    assert reply["type"] == "error" and "requires 'claim'" in reply["error"]
+
+
+def test_every_declared_message_has_a_handler():
+    for kind in protocol.MESSAGES:
+        assert hasattr(Handler, "_" + kind.replace(".", "_")), kind
+
+
+def test_start_does_nothing_outside_a_kernel():
+    from thunderlab.jupyter.comm import start
+
+    assert start() is False
+
+
+def test_record_ids_stay_fixed_while_the_oldest_records_are_let_go(handler, monkeypatch):
+    monkeypatch.setattr(compiled, "_RECORDS", deque(maxlen=2))
+    for name in ("one", "two", "three"):
+        _compile(name)
+    rows = _ask(handler, "records.list")["records"]
+    assert [r["name"] for r in rows] == ["three", "two"]
+    first = [m["record"] for m in handler.sent if m["type"] == "record.new"][0]  # "one", let go
+    reply = _ask(handler, "record.summary", record=first)
+    assert reply["type"] == "error" and "the oldest are let go" in reply["error"]
+    assert _ask(handler, "record.summary", record=rows[1]["record"])["payload"]["name"] == "two"

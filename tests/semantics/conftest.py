@@ -1,0 +1,42 @@
+"""Counts of the semantics suite by class, written where THUNDERLAB_SEMANTICS_REPORT says (benchmarks/semantics.py)."""
+import json
+import os
+from collections import defaultdict
+
+import pytest
+
+from . import harness
+
+CLASSES = {
+    "test_aliasing": "1 in-place writes through views and aliases",
+    "test_random": "2 random numbers",
+    "test_grad_modes": "3 grad mode and autocast",
+    "test_detach": "4 detach and views in backward",
+    "test_constants": "5 constants",
+    "test_direct_calls": "6 direct calls",
+    "test_unsupported": "7 constructs that crashed or were unclear",
+    "test_harness": "the harness itself",
+}
+_COUNTS: dict = defaultdict(lambda: defaultdict(int))
+
+
+@pytest.fixture(autouse=True)
+def _tally(request):
+    before = len(harness.OUTCOMES)
+    yield
+    cls = CLASSES.get(request.module.__name__.rsplit(".", 1)[-1], request.module.__name__)
+    for _entry, outcome in harness.OUTCOMES[before:]:
+        _COUNTS[cls][f"entry checks {outcome}"] += 1
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        stem = report.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
+        _COUNTS[CLASSES.get(stem, stem)][f"tests {report.outcome}"] += 1
+
+
+def pytest_sessionfinish(session):
+    out = os.environ.get("THUNDERLAB_SEMANTICS_REPORT")
+    if out and _COUNTS:
+        with open(out, "w") as f:
+            json.dump({k: dict(v) for k, v in sorted(_COUNTS.items())}, f, indent=1)

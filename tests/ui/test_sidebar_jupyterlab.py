@@ -1,0 +1,272 @@
+"""The JupyterLab sidebar in a real JupyterLab server and Debian's headless Chromium.
+
+A notebook compiles a small program; the sidebar lists the record as it appears, steps through
+passes, refuses a dragged pass order with the parser's own words, re-runs an edited pipeline,
+streams timings while a cell keeps calling, shows a name with markup as text, and reconnects
+after a kernel restart. Screenshots land in build/ui-artifacts (THUNDERLAB_UI_ARTIFACTS).
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[2]
+LABEXT = REPO / "thunderlab" / "jupyter" / "labextension"
+ARTIFACTS = Path(os.environ.get("THUNDERLAB_UI_ARTIFACTS", REPO / "build" / "ui-artifacts"))
+EVIL = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>'
+
+CELLS = [
+    # 0: compile; the fusing test executor runs its regions with torch, so no compiler is needed
+    f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
+    "import torch, thunderlab\n"
+    "from tests.executors.test_fusion import PIPE\n"
+    "def block(x, w):\n"
+    "    a = torch.sin(x) * 2 + 1\n"
+    "    m = a @ w\n"
+    "    return torch.tanh(m) * torch.cos(a).sum()\n"
+    "jf = thunderlab.jit(block, pipeline=PIPE, timing=True)\n"
+    "x, w = torch.randn(8, 8), torch.randn(8, 8)\n"
+    "jf(x, w).shape",
+    # 1: a function whose name is markup
+    "def evil(x):\n    return x * 3 + 1\n"
+    f"evil.__name__ = {EVIL!r}\n"
+    "thunderlab.jit(evil, pipeline=PIPE)(x).shape",
+    # 2: keep calling the program for a few seconds
+    "import time\nfor _ in range(250):\n    jf(x, w)\n    time.sleep(0.02)",
+]
+
+
+def _notebook() -> dict:
+    cell = lambda src: {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": src}  # noqa: E731
+    return {"cells": [cell(c) for c in CELLS], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+            "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    if not (LABEXT / "package.json").exists():
+        pytest.fail(f"the JupyterLab extension is not built ({LABEXT}): run `make lab`")
+    root = tmp_path_factory.mktemp("sidebar")
+    env = dict(os.environ, THUNDERLAB_EXECUTORS="torch")
+    for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
+        (root / var.lower()).mkdir()
+        env[var] = str(root / var.lower())
+    # this checkout's build of the extension, whatever the venv has installed
+    (root / "jupyter_data_dir" / "labextensions").mkdir()
+    (root / "jupyter_data_dir" / "labextensions" / "thunderlab").symlink_to(LABEXT)
+    news = root / "jupyter_config_dir" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    work = root / "work"
+    work.mkdir()
+    (work / "sidebar.ipynb").write_text(json.dumps(_notebook()))
+    port, token = _free_port(), "thunderlab-test"
+    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
+                             "--ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
+                             "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
+                             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=work)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("JupyterLab did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
+            time.sleep(0.5)
+    yield url, token
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def lab_page(lab, browser):
+    url, token = lab
+    ctx = browser.new_context(record_video_dir=None, viewport={"width": 1500, "height": 1000})
+    page = ctx.new_page()
+    page.errors = []
+    page.console = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("console", lambda m: page.console.append(f"{m.type}: {m.text}"))
+    page.set_default_timeout(60_000)
+    page.goto(f"{url}/lab/tree/sidebar.ipynb?token={token}")
+    page.wait_for_function("window.jupyterapp && window.jupyterapp.started")
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    page.get_by_text("| Idle").first.wait_for()
+    page.evaluate("window.jupyterapp.shell.activateById('thunderlab-sidebar')")
+    # a sidebar about 500 px wide, as a user would drag it
+    page.evaluate("(() => { const s = window.jupyterapp.shell; s.collapseLeft(); "
+                  "s._hsplitPanel.setRelativeSizes([0, 0.64, 0.36]); })()")
+    yield page
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "lab-last.png"))  # the whole window as the tests left it
+    (ARTIFACTS / "console.txt").write_text("\n".join(page.console + page.errors))
+    ctx.close()
+
+
+def _shot(page, name):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.locator("#thunderlab-sidebar").screenshot(path=str(ARTIFACTS / f"sidebar-{name}.png"))
+
+
+def _run_cell(page, i):
+    page.evaluate("""(i) => {
+        const nb = window.jupyterapp.shell.currentWidget.content;
+        nb.activeCellIndex = i;
+        void window.jupyterapp.commands.execute('notebook:run-cell');  // not awaited: the cell may run long
+    }""", i)
+
+
+def _wait_value(page, selector, ok, timeout=20):
+    deadline = time.time() + timeout
+    while True:
+        value = page.locator(selector).input_value()
+        if ok(value):
+            return value
+        if time.time() > deadline:
+            pytest.fail(f"{selector} is {value!r}")
+        time.sleep(0.2)
+
+
+def _state(page):
+    return page.locator(".tl-link-status").get_attribute("data-state")
+
+
+def _wait_state(page, state, timeout=60):
+    page.wait_for_function(f"document.querySelector('.tl-link-status')?.dataset.state === '{state}'", timeout=timeout * 1000)
+
+
+def test_the_sidebar_says_when_thunderlab_is_not_imported(lab_page):
+    _wait_state(lab_page, "not-imported")
+    assert "has not imported thunderlab" in lab_page.locator(".tl-link-status").text_content()
+
+
+def test_a_compile_appears_and_passes_step(lab_page):
+    page = lab_page
+    _run_cell(page, 0)
+    try:
+        page.locator(".tl-record", has_text="block").first.wait_for(timeout=30_000)
+    except Exception:
+        pytest.fail(f"no record listed; console: {page.console[-30:]}; errors: {page.errors}")
+    _wait_state(page, "ready")
+    page.locator(".tl-pass[data-step]").first.wait_for()
+    # opens at the last step; click a pass, then move with the keyboard
+    page.locator('.tl-pass[data-step="2"]').click()
+    page.wait_for_function("document.querySelector('.tl-step-head')?.textContent.startsWith('step 2 of')")
+    page.locator(".tl-pipeline-editor").press("ArrowDown")
+    page.wait_for_function("document.querySelector('.tl-step-head')?.textContent.startsWith('step 3 of')")
+    page.locator(".tl-pipeline-editor").press("k")
+    page.wait_for_function("document.querySelector('.tl-step-head')?.textContent.startsWith('step 2 of')")
+    assert page.locator('.tl-pass[data-step="2"]').get_attribute("class").count("tl-selected") == 1
+    # the program is in JupyterLab's editor, highlighted as Python
+    page.locator(".tl-editor .cm-content").wait_for()
+    text = page.locator(".tl-editor .cm-content").inner_text()
+    assert "def forward" in text
+    assert page.locator(".tl-editor .cm-content span").count() > 5, "no syntax highlighting"
+    _shot(page, "program")
+    page.locator('.tl-tabs button[data-view="Diff"]').click()
+    page.locator(".tl-sbs-table").wait_for()
+    page.locator('.tl-tabs button[data-view="Graph"]').click()
+    page.locator("svg.tl-graph").wait_for()
+    page.locator(".tl-pass[data-step]").last.click()  # after claim: its declines are known
+    page.locator('.tl-tabs button[data-view="Why not fused"]').click()
+    page.locator(".tl-whynot").wait_for()
+    assert "not elementwise" in page.locator(".tl-whynot").inner_text()
+    page.locator('.tl-tabs button[data-view="Program"]').click()
+
+
+def test_a_dragged_pass_is_refused_with_the_parsers_words_then_undone(lab_page):
+    page = lab_page
+    # dce, cse, claim, fuse, del: drag fuse (3) onto claim (2)
+    fuse, claim = page.locator('.tl-pass[data-pass="3"]'), page.locator('.tl-pass[data-pass="2"]')
+    assert fuse.locator(".tl-pass-name").inner_text().strip().endswith("fuse")
+    assert "claim{" in claim.locator(".tl-pass-name").inner_text()
+    # the browser's drag-and-drop events, carrying one DataTransfer from the dragged row to the drop row
+    data = page.evaluate_handle("new DataTransfer()")
+    fuse.dispatch_event("dragstart", {"dataTransfer": data})
+    claim.dispatch_event("dragover", {"dataTransfer": data})
+    claim.dispatch_event("drop", {"dataTransfer": data})
+    fuse.dispatch_event("dragend", {"dataTransfer": data})
+    _wait_value(page, ".tl-pipeline-text", lambda v: v.startswith("dce,cse,fuse,claim"))
+    page.locator(".tl-check-invalid").wait_for()
+    assert "pass 'fuse' requires 'claim' to run before it" in page.locator(".tl-check").inner_text()
+    assert page.locator(".tl-rerun").get_attribute("aria-disabled") == "true" or page.locator(".tl-rerun button, button.tl-rerun").first.is_disabled()
+    _shot(page, "invalid-order")
+    page.locator(".tl-undo").first.click()
+    page.locator(".tl-check-ok").wait_for()
+
+
+def test_rerun_without_fuse_changes_the_program(lab_page):
+    page = lab_page
+    before = page.locator(".tl-record").count()
+    last = page.locator(".tl-pass[data-step]").last
+    last.click()
+    page.locator(".tl-editor .cm-content").wait_for()
+    assert "# fusion region testfuse0" in page.locator(".tl-editor .cm-content").inner_text()
+    page.locator('.tl-pass[data-pass="3"] .tl-pass-toggle').click()  # fuse off
+    page.locator(".tl-check-ok").wait_for()
+    page.locator(".tl-rerun").first.click()
+    page.wait_for_function(f"document.querySelectorAll('.tl-record').length === {before + 1}")
+    page.wait_for_function("document.querySelector('.tl-record.tl-selected')?.dataset.record === '1'")
+    page.wait_for_function("(document.querySelector('.tl-pipeline-text')?.value || '').includes('-fuse')")
+    page.wait_for_function("document.querySelector('.tl-editor .cm-content')?.textContent.includes('def forward')")
+    assert "# fusion region" not in page.locator(".tl-editor .cm-content").inner_text()
+    _shot(page, "rerun")
+
+
+def test_timings_grow_while_a_cell_keeps_calling(lab_page):
+    page = lab_page
+    page.locator('.tl-record[data-record="0"]').click()
+    page.locator(".tl-calls").wait_for()
+    start = int(page.locator(".tl-calls").get_attribute("data-calls"))
+    _run_cell(page, 2)
+    seen = [start]
+    deadline = time.time() + 30
+    while len(set(seen)) < 3 and time.time() < deadline:
+        time.sleep(0.5)
+        seen.append(int(page.locator(".tl-calls").get_attribute("data-calls")))
+    assert len(set(seen)) >= 3 and seen == sorted(seen), seen
+    assert page.locator(".tl-link-status").get_attribute("data-busy") == "true"
+    _shot(page, "timings")
+    page.wait_for_function("document.querySelector('.tl-link-status')?.dataset.busy === 'false'", timeout=60_000)
+
+
+def test_a_name_with_markup_is_shown_as_text(lab_page):
+    page = lab_page
+    _run_cell(page, 1)
+    row = page.locator(".tl-record", has_text="<script>")
+    row.wait_for()
+    assert EVIL in row.locator(".tl-record-name").inner_text()
+    assert page.locator("#thunderlab-sidebar img, #thunderlab-sidebar script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_the_sidebar_recovers_after_a_kernel_restart(lab_page):
+    page = lab_page
+    page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+    _wait_state(page, "not-imported", timeout=90)
+    assert "has not imported thunderlab" in page.locator(".tl-link-status").text_content()
+    _run_cell(page, 0)
+    _wait_state(page, "ready", timeout=90)
+    page.wait_for_function("document.querySelectorAll('.tl-record').length === 1")
+    assert "block" in page.locator(".tl-record").first.inner_text()
+    _shot(page, "after-restart")
+    assert not page.errors, page.errors

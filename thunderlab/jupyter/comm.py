@@ -1,0 +1,212 @@
+"""The kernel side of the JupyterLab sidebar: a Jupyter comm named ``thunderlab``.
+
+Importing thunderlab inside an IPython kernel (or ``%load_ext thunderlab``) calls ``start()``:
+it registers the comm target (so a sidebar can open the link) and opens a comm itself (so a
+sidebar that is already listening hears of it at once). ``Handler`` answers the requests
+declared in ``thunderlab.jupyter.protocol`` and pushes a ``record.new`` event for every new
+compile record and throttled ``timings`` events while a subscribed record runs. It is plain
+Python, tested without a kernel.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from thunderlab.executors import region as _region
+from thunderlab.inspect.serialize import RecordPayload, jsonable
+from thunderlab.runtime import compiled as _compiled
+
+from .protocol import VERSION, ProtocolError, check
+
+TARGET = "thunderlab"
+PUSH_EVERY_S = 0.25  # at most four timing updates a second
+
+
+def _row(i: int, r) -> dict:
+    return {"record": i, "name": r.name, "created": r.created, "pipeline": r.pipeline, "steps": len(r.steps),
+            "error": r.error, "graph": r.graph_index, "inputs": list(r.inputs), "reused": r.reused}
+
+
+def _timings(i: int, r) -> dict:
+    return {"record": i, "regions": {n: {"executor": s["executor"], "version": s["running"], "device": s["device"],
+                                         "timings": jsonable(s["timings"])}
+                                     for n, s in ((n, rr.summary()) for n, rr in r.regions.items())}}
+
+
+class Handler:
+    """Answers sidebar requests; ``send`` delivers replies and events to the browser."""
+
+    def __init__(self, send: Callable[[dict], None]):
+        self.send = send
+        self.payloads: dict[int, RecordPayload] = {}
+        self.subscribed: int | None = None
+        self._last_push = 0.0
+
+    # ------------------------------------------------------------------ requests
+    def handle(self, msg) -> dict:
+        """The reply to one request (an ``error`` reply for an invalid one); also sent."""
+        mid = msg.get("id") if isinstance(msg, dict) else None
+        try:
+            kind, mid, fields = check(msg)
+            body = getattr(self, "_" + kind.replace(".", "_"))(**fields)
+            reply = {"v": VERSION, "type": kind + ".reply", "reply_to": mid, **body}
+        except ProtocolError as e:
+            reply = {"v": VERSION, "type": "error", "reply_to": mid if type(mid) is int else None, "error": str(e)}
+        except Exception as e:  # a failing pass or re-run: said in the sidebar, the kernel keeps going
+            reply = {"v": VERSION, "type": "error", "reply_to": mid, "error": f"{type(e).__name__}: {e}"}
+        self.send(reply)
+        return reply
+
+    def _record(self, i: int):
+        """The record with id ``i`` (ids stay fixed while the oldest records are let go)."""
+        recs = _compiled.all_records()
+        found = next((r for r in reversed(recs) if r.uid == i), None)
+        if found is None:
+            kept = f"it keeps records {recs[0].uid}..{recs[-1].uid}" if recs else "nothing has been compiled yet"
+            raise ProtocolError(f"no record {i} in this kernel ({kept}; the oldest are let go, see thunderlab.set_limits)")
+        return found
+
+    def _payload(self, i: int) -> RecordPayload:
+        r = self._record(i)
+        p = self.payloads.get(i)
+        if p is None or p.record is not r:
+            live = {x.uid for x in _compiled.all_records()}
+            for gone in [k for k in self.payloads if k not in live]:
+                del self.payloads[gone]
+            p = self.payloads[i] = RecordPayload(r)
+        return p
+
+    def _hello(self) -> dict:
+        from thunderlab import __version__
+
+        return {"protocol": VERSION, "thunderlab": __version__, "records": len(_compiled.all_records())}
+
+    def _records_list(self, offset: int = 0, limit: int = 50, filter: str = "") -> dict:
+        recs = [(r.uid, r) for r in reversed(_compiled.all_records())]  # newest first
+        if filter:
+            recs = [(i, r) for i, r in recs if filter.lower() in r.name.lower()]
+        return {"total": len(recs), "offset": offset, "records": [_row(i, r) for i, r in recs[offset:offset + limit]]}
+
+    def _record_summary(self, record: int) -> dict:
+        return {"record": record, "payload": self._payload(record).summary()}
+
+    def _step_traces(self, record: int, step: int) -> dict:
+        p = self._payload(record)
+        n = len(p.record.steps)
+        if not 0 <= step < n:
+            raise ProtocolError(f"no step {step} in record {record}: it has steps 0..{n - 1}")
+        return {"record": record, "step": step, "traces": p.traces(step)}
+
+    def _pipeline_validate(self, pipeline: str) -> dict:
+        from thunderlab.passes import Pipeline, PipelineError
+
+        try:
+            parsed = Pipeline.parse(pipeline)
+        except PipelineError as e:
+            return {"ok": False, "error": str(e), "pipeline": pipeline}
+        return {"ok": True, "error": None, "pipeline": str(parsed)}
+
+    def _record_rerun(self, record: int, pipeline: str) -> dict:
+        from thunderlab.runtime.compiled import rerun
+
+        new = rerun(self._record(record), pipeline)  # announces itself as record.new
+        return {"record": new.uid, "from": record}
+
+    def _passes_list(self) -> dict:
+        from thunderlab.passes import REGISTRY
+
+        out = []
+        for name, cls in sorted(REGISTRY.items()):
+            opts = {k: {"type": t, "default": jsonable(d)} for k, (t, d) in cls.options().items()}
+            out.append({"name": name, "summary": cls.summary(), "options": opts, "requires": list(cls.requires),
+                        "last": cls.last, "module": cls.__module__})
+        return {"passes": out}
+
+    def _records_compare(self, a: int, b: int, time: bool = False) -> dict:
+        from thunderlab.runtime.compare import compare_records
+
+        c = compare_records(self._record(a), self._record(b), time=time)
+        return {"a": a, "b": b, "program_diff": c.program_diff, "symbols": list(c.symbols), "regions": list(c.regions),
+                "seconds": list(c.seconds) if c.seconds else None,
+                "steps": [{"index": i, "a": sa, "a_ms": ma, "b": sb, "b_ms": mb} for i, sa, ma, sb, mb in c.steps]}
+
+    def _timings_subscribe(self, record: int | None = None) -> dict:
+        if record is None:
+            self.subscribed = None
+            return {"record": None}
+        r = self._record(record)
+        self.subscribed = record
+        return _timings(record, r)
+
+    # ------------------------------------------------------------------ events
+    def on_record(self, record) -> None:
+        if any(r is record for r in _compiled.all_records()):
+            self.payloads.pop(record.uid, None)
+            self.send({"v": VERSION, "type": "record.new", **_row(record.uid, record)})
+
+    def on_timed(self, _region_runner) -> None:
+        if self.subscribed is None:
+            return
+        now = time.monotonic()
+        if now - self._last_push < PUSH_EVERY_S:
+            return
+        self._last_push = now
+        r = next((r for r in _compiled.all_records() if r.uid == self.subscribed), None)
+        if r is not None:
+            self.send({"v": VERSION, "type": "timings", **_timings(self.subscribed, r)})
+
+
+class Link:
+    """One comm to one sidebar, with the handler that answers it."""
+
+    def __init__(self, comm):
+        self.comm = comm
+        self.handler = Handler(self._send)
+        comm.on_msg(lambda m: self.handler.handle(m["content"]["data"]))
+        comm.on_close(lambda _m: self.close())
+
+    def _send(self, data: dict) -> None:
+        if self.comm is not None:
+            self.comm.send(data)
+
+    def close(self) -> None:
+        if self in _LINKS:
+            _LINKS.remove(self)
+        self.comm = None
+
+
+_LINKS: list[Link] = []
+
+
+def _broadcast_record(record) -> None:
+    for link in list(_LINKS):
+        link.handler.on_record(record)
+
+
+def _broadcast_timed(runner) -> None:
+    for link in list(_LINKS):
+        link.handler.on_timed(runner)
+
+
+def _kernel():
+    import sys
+
+    if "IPython" not in sys.modules:
+        return None
+    ip = sys.modules["IPython"].get_ipython()
+    return getattr(ip, "kernel", None) if ip is not None else None
+
+
+def start() -> bool:
+    """Serve the sidebar from this kernel; False (and nothing done) outside a Jupyter kernel."""
+    if _kernel() is None:
+        return False
+    from comm import create_comm, get_comm_manager
+
+    if _broadcast_record not in _compiled.RECORD_LISTENERS:
+        _compiled.RECORD_LISTENERS.append(_broadcast_record)
+        _region.TIMING_LISTENERS.append(_broadcast_timed)
+        get_comm_manager().register_target(TARGET, lambda comm, _msg: _LINKS.append(Link(comm)))
+        comm = create_comm(target_name=TARGET, data={"v": VERSION, "type": "hello.push"})
+        _LINKS.append(Link(comm))
+    return True
