@@ -29,7 +29,7 @@ views: extension/node_modules/.installed
 # thunderlab/jupyter/labextension (the wheel ships it); linked into this venv for JupyterLab
 lab: setup extension/node_modules/.installed
 	cd extension && PATH="$(abspath $(BIN)):$$PATH" npm run --silent build:lab
-	$(BIN)/jupyter-builder develop --overwrite extension >/dev/null
+	$(BIN)/jupyter-builder develop --overwrite . >/dev/null
 
 # UI tests drive Debian's Chromium (Playwright downloads no browser)
 browser:

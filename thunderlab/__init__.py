@@ -10,6 +10,11 @@ __all__ = ["DEFAULT_PIPELINE", "JitFunction", "Pass", "Pipeline", "clear_records
            "profile", "records", "register_pass", "rerun", "set_limits"]
 
 
+def _jupyter_labextension_paths() -> list[dict]:
+    """Where the prebuilt JupyterLab extension lies in the package (for `jupyter-builder develop`)."""
+    return [{"src": "jupyter/labextension", "dest": "thunderlab"}]
+
+
 def load_ipython_extension(ipython) -> None:
     """``%load_ext thunderlab``: serve the JupyterLab sidebar from this kernel."""
     from .jupyter.comm import start
