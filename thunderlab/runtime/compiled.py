@@ -15,6 +15,7 @@ from thunderlab.inspect.record import CompileRecord, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import verify
 
+from .aliases import overlap_with, with_input_views
 from .autograd import training_callable
 
 _RECORDS: list[CompileRecord] = []
@@ -51,10 +52,11 @@ def describe_input(a) -> str:
 
 
 class _Entry:
-    __slots__ = ("fn", "lifted", "record")
+    __slots__ = ("fn", "lifted", "record", "written")
 
-    def __init__(self, fn, lifted, record):
+    def __init__(self, fn, lifted, record, written=()):
         self.fn, self.lifted, self.record = fn, tuple(lifted), record
+        self.written = tuple(written)  # inputs the program writes: they must not share memory with other inputs
 
 
 class CompiledGraph:
@@ -95,6 +97,8 @@ class CompiledGraph:
             entry = self.compile(args, key)
         else:
             self.hits += 1
+            if entry.written and overlap_with((*args, *entry.lifted), entry.written):
+                entry = self.compile(args, key)  # the lowering names the inputs that overlap
         out = entry.fn(*args, *entry.lifted)
         if _PENDING:  # regions that ran for the first time: their fused kernels compile from now on
             start_pending()
@@ -134,7 +138,10 @@ class CompiledGraph:
             fn = training_callable(final, regions=record.regions, options=run_options)
         else:
             fn = bind(final.forward, regions=record.regions, options=run_options)
-        entry = _Entry(fn, lifted, record)
+        views = trace.meta.get("input_views")
+        if views:
+            fn = with_input_views(fn, views)
+        entry = _Entry(fn, lifted, record, trace.meta.get("written_inputs", ()))
         self.cache[key] = entry
         return entry
 
