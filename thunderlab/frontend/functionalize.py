@@ -23,7 +23,7 @@ import torch
 
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import Symbol, proxies_in, tree_map
-from thunderlab.core.trace import TraceError
+from thunderlab.core.trace import TraceError, current_trace
 from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch
 from thunderlab.runtime.aliases import overlapping  # noqa: F401 - the lowering asks it about its inputs
@@ -102,6 +102,30 @@ def functional_symbol(fn, name: str) -> Symbol:
 
 _RANDOM_INPLACE = {"uniform_", "normal_", "bernoulli_", "exponential_", "geometric_", "cauchy_", "log_normal_",
                    "random_"}
+
+
+class _KeepGrad(torch.autograd.Function):
+    """``value``'s numbers with ``like``'s place in the graph: gradients pass to ``like`` unchanged."""
+
+    @staticmethod
+    def forward(ctx, value, like):
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, g
+
+
+def _keep_grad_of(value: TensorProxy, like: TensorProxy) -> TensorProxy:
+    """A write under no_grad to a tensor that requires grad: eager changes its values and keeps its
+    autograd history (a leaf stays that leaf), so gradients flow to the tensor as it was."""
+    sym = mapping.derived(("keep_grad",), "keep_grad_of", _KeepGrad.apply)
+    tr = current_trace()
+    mode, tr.grad_enabled = tr.grad_enabled, True
+    try:
+        return sym(value, like)
+    finally:
+        tr.grad_enabled = mode
 
 
 @dataclass(eq=False)
@@ -204,6 +228,8 @@ class Functionalizer:
         new = value
         for step, prev in zip(reversed(a.steps), reversed(prevs)):
             new = step.inverse(prev, new)
+        if s.value.requires_grad and not current_trace().grad_enabled:
+            new = _keep_grad_of(new, s.value)
         s.value, s.version, s.written = new, s.version + 1, True
         if not a.steps:
             self.aliases[new.name] = Alias(s, (), a.meta, s.version)

@@ -19,7 +19,7 @@ import torch.fx
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import SourceInfo, proxies_in, tree_flatten
 from thunderlab.core.trace import ScalarInput, Trace, TraceError
-from thunderlab.ops import mapping
+from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch
 
 from .functionalize import Functionalizer, functional_symbol, overlapping
@@ -72,6 +72,7 @@ class Lowering:
             raise TraceError(f"the graph takes {len(placeholders)} inputs, got {len(args)}")
         self.inputs_by_name: dict[str, TensorProxy] = {}
         self.concrete: dict[str, torch.Tensor] = {}  # input name -> this call's tensor, for .item()
+        tr.grad_enabled = torch.is_grad_enabled()  # the caller's grad mode, changed by the function's own regions
         with tr.active():
             for node, a in zip(placeholders, args):
                 self.env[node] = self.placeholder(node, a)
@@ -88,6 +89,7 @@ class Lowering:
                     except TraceError as e:
                         raise TraceError(f"{_describe(node)}: {e}") from None
             views = self.fz.finish(tr.output)
+        tr.grad_enabled = True  # passes that record into this trace later (autodiff) start from grad on
         position = {p.name: i for i, p in enumerate(tr.inputs)}
         # outputs that are views of an input: (output leaf, input position, the view calls), re-made at run time
         tr.meta["input_views"] = [(k, position[name], steps) for k, name, steps in views]
@@ -98,8 +100,8 @@ class Lowering:
     def placeholder(self, node, a):
         name = self.trace.add_name(input_name(node.target))
         if isinstance(a, torch.Tensor):
-            # under no_grad nothing needs a gradient, whatever the tensors say
-            p = TensorProxy(name, tuple(a.shape), a.dtype, a.device, a.requires_grad and torch.is_grad_enabled())
+            # an input requires grad as the caller's tensor does; under no_grad the values made from it do not
+            p = TensorProxy(name, tuple(a.shape), a.dtype, a.device, a.requires_grad)
             self.trace.inputs.append(p)
             self.inputs_by_name[name] = p
             self.concrete[name] = a
@@ -149,6 +151,8 @@ class Lowering:
     def call_function(self, target, args, kwargs):
         if target is operator.getitem and not isinstance(args[0], TensorProxy):
             return args[0][args[1]]
+        if target is torch._C._set_grad_enabled:  # a no_grad / enable_grad / set_grad_enabled region
+            return prims.set_grad_enabled(*args)
         if target is operator.setitem and isinstance(args[0], TensorProxy):
             self.inplace(args[0], functional_symbol(operator.setitem, "setitem"), "setitem", args, kwargs)
             return None

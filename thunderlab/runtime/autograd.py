@@ -30,6 +30,9 @@ def _rebuild(structure, values):
 def training_callable(program: Program, *, regions: dict | None = None, options: dict | None = None):
     """A function running ``program``'s forward under autograd, with its backward as the gradient."""
     fw_trace, bw_trace = program.forward, program.traces["backward"]
+    # inside autograd.Function.forward nothing records a graph whatever the grad mode; the
+    # program's own grad-mode regions are already honoured by its backward trace
+    options = {**(options or {}), "in_autograd_function": True}
     fw = bind(fw_trace, regions=regions, options=options)
     # the backward takes its inputs as one list it empties, so that each saved tensor is freed after
     # its last use, as eager autograd frees a node's saved tensors once the node has run
@@ -41,7 +44,9 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
         position.setdefault(p.name, []).append(i)
     # everything below is decided here, once, from the traces' metadata: a call only moves tensors
     flat = isinstance(structure, tuple) and all(isinstance(e, TensorProxy) for e in structure)  # a tuple of tensors
-    non_diff = [i for i, p in enumerate(leaves) if not (p.dtype.is_floating_point or p.dtype.is_complex)]
+    # outputs backward takes no gradient for (integers, values made under no_grad or detached) do not require grad
+    differentiated = set(bw_trace.meta["grad_of"])
+    non_diff = [i for i, p in enumerate(leaves) if p.name not in differentiated]
     grad_slots = [position[name] for name in bw_trace.meta["grad_of"]]
     tensor_slots = [i for i, p in enumerate(fw_trace.inputs) if isinstance(p, TensorProxy)]
     n_inputs = len(fw_trace.inputs)

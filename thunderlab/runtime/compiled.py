@@ -136,6 +136,8 @@ class CompiledGraph:
                        "grad_enabled": torch.is_grad_enabled() and "backward" not in final.traces}
         if "backward" in final.traces:
             fn = training_callable(final, regions=record.regions, options=run_options)
+            if not torch.is_grad_enabled():  # called under no_grad, the function turns grad on (enable_grad)
+                fn = _with_grad(fn)
         else:
             fn = bind(final.forward, regions=record.regions, options=run_options)
         views = trace.meta.get("input_views")
@@ -144,6 +146,14 @@ class CompiledGraph:
         entry = _Entry(fn, lifted, record, trace.meta.get("written_inputs", ()))
         self.cache[key] = entry
         return entry
+
+
+def _with_grad(fn):
+    def run(*args):
+        with torch.enable_grad():
+            return fn(*args)
+
+    return run
 
 
 def _clone(args):
