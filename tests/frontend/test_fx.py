@@ -121,3 +121,41 @@ def test_returned_views_of_inputs_are_listed_for_the_runtime():
 def test_inplace_ops_that_change_a_shape_are_refused_by_name():
     with pytest.raises(TraceError, match="unsqueeze_.*does not fit"):
         _lowered(lambda x: x.unsqueeze_(0), torch.randn(3))
+
+
+def _dynamo_graph(fn, *args):
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    return graphs[0]
+
+
+def test_an_autocast_region_is_one_call_under_the_same_autocast():
+    def f(a, b):
+        y = a.exp()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            z = y @ b
+        return z + 1
+
+    a, b = torch.randn(2, 3), torch.randn(3, 2)
+    trace, _ = lower(_dynamo_graph(f, a, b), (a, b))
+    code = trace.python(source=False)
+    assert "_autocast_region(t0, b)" in code and "ltorch.exp(a)" in code  # only the region runs opaquely
+    region = next(bs for bs in trace.bound_symbols if bs.sym.name == "autocast_region")
+    assert region.output[0].dtype == torch.bfloat16  # autocast's dtype, not the inputs'
+    torch.testing.assert_close(trace.callable()(a, b)[0], f(a, b), rtol=0, atol=0)
+
+
+def test_a_write_inside_an_autocast_region_is_refused_by_name():
+    def f(a):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a.mul_(2)
+        return a
+
+    a = torch.randn(3)
+    with pytest.raises(TraceError, match="in-place mul_ inside a torch.autocast region"):
+        lower(_dynamo_graph(f, a.clone()), (a,))

@@ -23,6 +23,8 @@ from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch
 
 from .functionalize import Functionalizer, functional_symbol, overlapping
+from .regions import ENTER as AUTOCAST_ENTER
+from .regions import AutocastRegion
 _QUERY_METHODS = {"size", "dim", "numel", "ndimension", "is_contiguous", "is_floating_point", "element_size", "nelement"}
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 
@@ -77,7 +79,9 @@ class Lowering:
             for node, a in zip(placeholders, args):
                 self.env[node] = self.placeholder(node, a)
             self.fz.overlaps = overlapping(self.concrete)
-            for node in self.gm.graph.nodes:
+            nodes, i = list(self.gm.graph.nodes), 0
+            while i < len(nodes):
+                node, i = nodes[i], i + 1
                 if node.op == "placeholder":
                     continue
                 if node.op == "output":
@@ -85,7 +89,10 @@ class Lowering:
                     continue
                 with tr.source(source_of(node)):
                     try:
-                        self.env[node] = self.node(node)
+                        if node.op == "call_function" and node.target is AUTOCAST_ENTER:
+                            i = self.autocast(nodes, i - 1)
+                        else:
+                            self.env[node] = self.node(node)
                     except TraceError as e:
                         raise TraceError(f"{_describe(node)}: {e}") from None
             views = self.fz.finish(tr.output)
@@ -201,6 +208,14 @@ class Lowering:
             fsym = mapping.functional_for(base) or functional_symbol(real, name)
             return self.inplace(self_, fsym, name, args, kwargs)
         return self.track(mapping.opaque(None, method=name), args, kwargs, real)
+
+    def autocast(self, nodes, start: int) -> int:
+        """A ``torch.autocast`` region: one call that runs it under the same autocast; the index after its end."""
+        region = AutocastRegion.collect(nodes, start)
+        outs = region.symbol(self.gm)(*self.load(tuple(region.inputs)))
+        for n, v in zip(region.outputs, outs):
+            self.env[n] = v
+        return region.end + 1
 
     def track(self, sym, args, kwargs, real=None):
         """Record ``sym``; ``real`` is the torch call it stands for, asked whether it returns a view."""

@@ -147,7 +147,7 @@ def covered_ops() -> list[str]:
     return sorted(TORCH_SYMBOLS)
 
 
-def derived(key, name: str, impl: Callable, *, random: bool = False) -> Symbol:
+def derived(key, name: str, impl: Callable, *, random: bool = False, meta: Callable | None = None) -> Symbol:
     """An opaque symbol for a function built from a torch call (an in-place op's functional twin, a view's inverse).
 
     It prints as ``name`` (made unique) and differentiates through PyTorch like any opaque call.
@@ -156,6 +156,7 @@ def derived(key, name: str, impl: Callable, *, random: bool = False) -> Symbol:
     if sym is None:
         taken = {s.qualname for s in _OPAQUE.values()}
         qual = f"_{name}" if f"_{name}" not in taken else f"_{name}_{len(_OPAQUE)}"
-        sym = Symbol(name=name, module="torch", impl=impl, meta=torch_meta(impl, name), random=random, qualname=qual)
+        sym = Symbol(name=name, module="torch", impl=impl, meta=meta or torch_meta(impl, name), random=random,
+                     qualname=qual)
         _OPAQUE[key] = sym
     return sym
