@@ -186,6 +186,7 @@ NOT_TRANSLATED = {
     "argmax": "nvFuser has no argmax/argmin reduction", "argmin": "nvFuser has no argmax/argmin reduction",
     "scatter_add": "nvFuser's scatter has no accumulating form", "index_put": "nvFuser has no index_put",
     "convolution": "nvFuser has no convolution", "copy_": "writes to an argument", "python_del": "bookkeeping",
+    "set_grad_enabled": "changes grad mode (a region boundary)",
 }
 
 
