@@ -219,3 +219,20 @@ def test_a_cached_program_that_writes_an_input_refuses_overlapping_inputs():
     base = torch.randn(6)
     with pytest.raises(Exception, match="writes to input a, which shares memory with input b"):
         j(base[:4], base[2:])
+
+
+def test_an_input_with_a_gradient_history_written_by_a_graph_keeps_the_write_in_its_history():
+    def f(x):
+        h = x * 2
+        torch._dynamo.graph_break()
+        h[1:].mul_(h[:1].detach() + 2)  # the second graph writes h, which autograd must see
+        torch._dynamo.graph_break()
+        return h * 3
+
+    x = torch.randn(3, requires_grad=True)
+    ref = x.detach().clone().requires_grad_()
+    out = torch.compile(f, backend="thunderlab")(x)
+    out.sum().backward()
+    f(ref).sum().backward()
+    torch.testing.assert_close(x.grad, ref.grad)
+    torch.testing.assert_close(out, f(ref.detach()))

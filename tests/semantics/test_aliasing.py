@@ -241,6 +241,22 @@ def relu_module_inplace(x):
     return y
 
 
+def graph_break_write_to_nonleaf(x):
+    h = x * 2
+    torch._dynamo.graph_break()  # the next graph gets h, a tensor with a gradient history, and writes it
+    h.mul_(3)
+    torch._dynamo.graph_break()
+    return h * 3
+
+
+def graph_break_write_view_of_nonleaf(x):
+    h = x * x
+    torch._dynamo.graph_break()
+    h[0].add_(h[1])
+    torch._dynamo.graph_break()
+    return h
+
+
 def unsqueeze_inplace(x):
     x.unsqueeze_(0)
     return x
@@ -288,6 +304,8 @@ CASES = {
     "uniform_-slice": (uniform_on_slice, _m(5)),
     "two-views-returned": (two_views_returned, _m(2, 3, grad=True)),
     "relu-inplace-kwarg": (relu_module_inplace, _m(3, 3, grad=True)),
+    "graph-break-nonleaf": (graph_break_write_to_nonleaf, _m(4, grad=True)),
+    "graph-break-nonleaf-view": (graph_break_write_view_of_nonleaf, _m(2, 3, grad=True)),
 }
 
 

@@ -137,6 +137,7 @@ class Storage:
     input: str | None = None  # the input whose storage this is
     version: int = 0
     written: bool = False
+    recorded: bool = False  # written with grad on while it requires grad: autograd must see the write
 
 
 @dataclass(eq=False)
@@ -230,6 +231,8 @@ class Functionalizer:
             new = step.inverse(prev, new)
         if s.value.requires_grad and not current_trace().grad_enabled:
             new = _keep_grad_of(new, s.value)
+        if s.input is not None and self.inputs[s.input].requires_grad and current_trace().grad_enabled:
+            s.recorded = True
         s.value, s.version, s.written = new, s.version + 1, True
         if not a.steps:
             self.aliases[new.name] = Alias(s, (), a.meta, s.version)
@@ -238,11 +241,19 @@ class Functionalizer:
         return value
 
     # -- the end ---------------------------------------------------------------------------
-    def finish(self, output) -> list:
-        """Write back written inputs; list the outputs that are views of an input, to re-make at run time."""
+    def finish(self, output) -> tuple[list, list]:
+        """Write back written inputs; list the outputs that are views of an input, to re-make at run time.
+
+        An input written with grad on (a non-leaf that requires grad: eager allows nothing else) is
+        not written here but listed with its final value: the runtime writes it with ``copy_`` under
+        autograd, after the program, so that its gradient history records the write as eager's does.
+        """
+        recorded = []
         for name, p in self.inputs.items():
             s = self.aliases[name].storage
-            if s.written:
+            if s.written and s.recorded:
+                recorded.append((name, self.current(s.value)))
+            elif s.written:
                 prims.copy_(self.current(s.value), p)
         views = []
         for k, o in enumerate(proxies_in(output)):
@@ -252,7 +263,7 @@ class Functionalizer:
             if any(any(isinstance(v, TensorProxy) for v in (*st.args, *st.kwargs.values())) for st in a.steps):
                 continue  # a view whose arguments are tensors (view_as, expand_as) keeps its functional value
             views.append((k, a.storage.input, a.steps))
-        return views
+        return views, recorded
 
     def written_inputs(self) -> list[str]:
         return [n for n in self.inputs if self.aliases[n].storage.written]

@@ -95,12 +95,18 @@ class Lowering:
                             self.env[node] = self.node(node)
                     except TraceError as e:
                         raise TraceError(f"{_describe(node)}: {e}") from None
-            views = self.fz.finish(tr.output)
+            views, recorded = self.fz.finish(tr.output)
+            if recorded:
+                if not isinstance(tr.output, tuple):
+                    raise TraceError("a function that writes to an input requiring grad must return a tuple here")
+                tr.output = (*tr.output, *(v for _, v in recorded))
         tr.grad_enabled = True  # passes that record into this trace later (autodiff) start from grad on
         position = {p.name: i for i, p in enumerate(tr.inputs)}
         # outputs that are views of an input: (output leaf, input position, the view calls), re-made at run time
         tr.meta["input_views"] = [(k, position[name], steps) for k, name, steps in views]
         tr.meta["written_inputs"] = [position[name] for name in self.fz.written_inputs()]
+        # inputs the runtime writes under autograd, from the extra outputs at the end (see Functionalizer.finish)
+        tr.meta["recorded_writes"] = [position[name] for name, _ in recorded]
         return tr
 
     # -- inputs ---------------------------------------------------------------------------

@@ -31,6 +31,19 @@ def overlap_with(args, positions) -> bool:
     return any(str(i) in found for i in positions)
 
 
+def with_recorded_writes(fn, positions):
+    """``fn`` whose last outputs are the new values of inputs at ``positions``, written into them under autograd."""
+    n = len(positions)
+
+    def run(*args):
+        out = fn(*args)
+        for pos, value in zip(positions, out[-n:]):
+            args[pos].copy_(value)
+        return out[:-n]
+
+    return run
+
+
 def with_input_views(fn, views):
     """``fn`` whose outputs listed in ``views`` are re-made as views of the caller's input tensors.
 

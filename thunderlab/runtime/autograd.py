@@ -52,11 +52,16 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     n_inputs = len(fw_trace.inputs)
     dense = tensor_slots == list(range(n_inputs))  # every input is a tensor: gradients need no placing
     single = grad_slots[0][0] if len(grad_slots) == 1 and len(grad_slots[0]) == 1 else None
+    # inputs the caller writes after the call (see Functionalizer.finish): backward keeps their values as they were
+    rewritten = fw_trace.meta.get("recorded_writes", ())
 
     class ThunderlabFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
             out, saved = fw(*args)
+            if rewritten:
+                before = [args[i] for i in rewritten]
+                saved = [s.clone() if any(torch._C._is_alias_of(s, b) for b in before) else s for s in saved]
             ctx.save_for_backward(*saved)
             values = out if flat else tuple(v for v in tree_flatten(out) if isinstance(v, torch.Tensor))
             if non_diff:

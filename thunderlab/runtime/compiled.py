@@ -15,7 +15,7 @@ from thunderlab.inspect.record import CompileRecord, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import verify
 
-from .aliases import overlap_with, with_input_views
+from .aliases import overlap_with, with_input_views, with_recorded_writes
 from .autograd import training_callable
 
 _RECORDS: list[CompileRecord] = []
@@ -140,6 +140,8 @@ class CompiledGraph:
                 fn = _with_grad(fn)
         else:
             fn = bind(final.forward, regions=record.regions, options=run_options)
+        if trace.meta.get("recorded_writes"):
+            fn = with_recorded_writes(fn, trace.meta["recorded_writes"])
         views = trace.meta.get("input_views")
         if views:
             fn = with_input_views(fn, views)
