@@ -1,4 +1,6 @@
 """FX graph -> trace: readable input names, source lines, opaque calls, clear errors."""
+import re
+
 import pytest
 import torch
 
@@ -144,7 +146,7 @@ def test_an_autocast_region_is_one_call_under_the_same_autocast():
     a, b = torch.randn(2, 3), torch.randn(3, 2)
     trace, _ = lower(_dynamo_graph(f, a, b), (a, b))
     code = trace.python(source=False)
-    assert "_autocast_region(t0, b)" in code and "ltorch.exp(a)" in code  # only the region runs opaquely
+    assert re.search(r"_autocast_region\w*\(t0, b\)", code) and "ltorch.exp(a)" in code  # only the region is opaque
     region = next(bs for bs in trace.bound_symbols if bs.sym.name == "autocast_region")
     assert region.output[0].dtype == torch.bfloat16  # autocast's dtype, not the inputs'
     torch.testing.assert_close(trace.callable()(a, b)[0], f(a, b), rtol=0, atol=0)

@@ -16,6 +16,7 @@ meta tensors with eager's strides, and a result that shares the source's storage
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -40,6 +41,15 @@ VIEW_CANDIDATES = {
 }
 _RESHAPES = {"view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze"}
 _VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+
+
+def writes(node) -> bool:
+    """Whether an FX node writes in place (``add_``, ``x[i] = v``, ``inplace=True``)."""
+    if node.op not in ("call_function", "call_method"):
+        return False
+    if node.target is operator.setitem or node.kwargs.get("inplace") is True:
+        return True
+    return mapping.inplace_base(node.target) is not None and getattr(node.target, "__module__", "") != "torch.amp.autocast_mode"
 
 
 def _name(fn, args) -> str:
@@ -155,6 +165,8 @@ class Functionalizer:
     aliases: dict[str, Alias] = field(default_factory=dict)  # proxy name -> what it is a view of
     inputs: dict[str, TensorProxy] = field(default_factory=dict)
     overlaps: dict[str, list[str]] = field(default_factory=dict)  # input -> the inputs sharing memory with it
+    # without writes in the graph only views of inputs matter (a returned one is re-made as a view)
+    any_writes: bool = True
 
     def add_input(self, p: TensorProxy, t: torch.Tensor) -> None:
         meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
@@ -173,6 +185,8 @@ class Functionalizer:
     def after_call(self, sym: Symbol, fn, args, kwargs, out) -> None:
         """Note ``out`` as a view of ``args[0]`` when PyTorch's ``fn`` makes it one."""
         if fn is None or not args or not isinstance(args[0], TensorProxy):
+            return
+        if not self.any_writes and args[0].name not in self.aliases:
             return
         if (fn is getattr and args[1:2] not in [(n,) for n in _VIEW_ATTRS]) or getattr(fn, "__name__", "") not in VIEW_CANDIDATES:
             return

@@ -22,7 +22,7 @@ from thunderlab.core.trace import ScalarInput, Trace, TraceError
 from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch
 
-from .functionalize import Functionalizer, functional_symbol, overlapping
+from .functionalize import Functionalizer, functional_symbol, overlapping, writes
 from .regions import ENTER as AUTOCAST_ENTER
 from .regions import AutocastRegion
 _QUERY_METHODS = {"size", "dim", "numel", "ndimension", "is_contiguous", "is_floating_point", "element_size", "nelement"}
@@ -79,6 +79,7 @@ class Lowering:
             for node, a in zip(placeholders, args):
                 self.env[node] = self.placeholder(node, a)
             self.fz.overlaps = overlapping(self.concrete)
+            self.fz.any_writes = any(writes(n) for n in self.gm.graph.nodes)
             nodes, i = list(self.gm.graph.nodes), 0
             while i < len(nodes):
                 node, i = nodes[i], i + 1

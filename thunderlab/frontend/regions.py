@@ -24,18 +24,10 @@ from thunderlab.core.symbols import Symbol, tree_flatten
 from thunderlab.core.trace import TraceError, current_trace
 from thunderlab.ops import mapping
 
+from .functionalize import writes
+
 ENTER = torch.amp.autocast_mode._enter_autocast
 EXIT = torch.amp.autocast_mode._exit_autocast
-
-
-def _writes(node: torch.fx.Node) -> bool:
-    import operator
-
-    if node.op not in ("call_function", "call_method") or node.target is EXIT or node.target is ENTER:
-        return False
-    if node.target is operator.setitem or node.kwargs.get("inplace") is True:
-        return True
-    return mapping.inplace_base(node.target) is not None
 
 
 @dataclass
@@ -59,7 +51,7 @@ class AutocastRegion:
         body = nodes[start + 1:end]
         inside = set(body) | {enter}
         for n in body:
-            if _writes(n):
+            if writes(n):
                 name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", str(n.target))
                 raise TraceError(f"in-place {name} inside a torch.autocast region is not supported; "
                                  "write outside the region (or use the out-of-place op)")
