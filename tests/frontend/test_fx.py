@@ -1,4 +1,6 @@
 """FX graph -> trace: readable input names, source lines, opaque calls, clear errors."""
+import re
+
 import pytest
 import torch
 
@@ -64,3 +66,98 @@ def test_python_unary_operators_map_to_symbols():
     torch.testing.assert_close(j(x), f(x))
     code = thunderlab.last_record(j).steps[0].program.forward.python(source=False)
     assert "ltorch.neg(x)" in code and "ltorch.abs(x)" in code and "opaque" not in code
+
+
+def _lowered(fn, *args):
+    gm = torch.fx.symbolic_trace(fn)
+    trace, _ = lower(gm, args)
+    return trace, trace.python(source=False)
+
+
+def test_a_write_through_a_view_becomes_a_write_to_its_base():
+    def f(x):
+        x.diagonal().mul_(2)
+        return x + 0
+
+    trace, code = _lowered(f, torch.randn(3, 3))
+    assert "_diagonal_scatter(x, " in code  # the view's new value put back into the base
+    assert code.count("prims.copy_(") == 1  # and the input written once, at the end
+    assert trace.meta["written_inputs"] == [0]
+    x = torch.randn(3, 3)
+    want = f(x.clone())
+    torch.testing.assert_close(trace.callable()(x), want)
+
+
+def test_views_read_after_a_write_are_regenerated_from_the_new_base():
+    def f(x):
+        v = x[1]
+        x.add_(1)
+        return v * 2
+
+    trace, code = _lowered(f, torch.randn(2, 3))
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(trace.callable()(x.clone()), f(x.clone()))
+    assert code.index("ltorch.add(") < code.rindex("getitem(")  # v is taken again after the write
+
+
+def test_whether_a_call_is_a_view_is_pytorchs_answer():
+    def f(x):
+        x.t().reshape(-1).add_(1)  # reshape of a transposed tensor copies: x is not written
+        x.reshape(-1).add_(1)  # reshape of a contiguous one is a view: x is written
+        return x
+
+    trace, code = _lowered(f, torch.randn(2, 3))
+    assert trace.meta["written_inputs"] == [0] and code.count("ltorch.add(") == 2
+    x = torch.randn(2, 3)
+    got = x.clone()
+    trace.callable()(got)
+    torch.testing.assert_close(got, f(x.clone()))
+
+
+def test_returned_views_of_inputs_are_listed_for_the_runtime():
+    trace, _ = _lowered(lambda x: x.add_(1).t(), torch.randn(2, 3))
+    [(leaf, position, steps)] = trace.meta["input_views"]
+    assert (leaf, position) == (0, 0) and [s.name for s in steps] == ["t"]
+
+
+def test_inplace_ops_that_change_a_shape_are_refused_by_name():
+    with pytest.raises(TraceError, match="unsqueeze_.*does not fit"):
+        _lowered(lambda x: x.unsqueeze_(0), torch.randn(3))
+
+
+def _dynamo_graph(fn, *args):
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch.compile(fn, backend=backend, fullgraph=True)(*args)
+    return graphs[0]
+
+
+def test_an_autocast_region_is_one_call_under_the_same_autocast():
+    def f(a, b):
+        y = a.exp()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            z = y @ b
+        return z + 1
+
+    a, b = torch.randn(2, 3), torch.randn(3, 2)
+    trace, _ = lower(_dynamo_graph(f, a, b), (a, b))
+    code = trace.python(source=False)
+    assert re.search(r"_autocast_region\w*\(t0, b\)", code) and "ltorch.exp(a)" in code  # only the region is opaque
+    region = next(bs for bs in trace.bound_symbols if bs.sym.name == "autocast_region")
+    assert region.output[0].dtype == torch.bfloat16  # autocast's dtype, not the inputs'
+    torch.testing.assert_close(trace.callable()(a, b)[0], f(a, b), rtol=0, atol=0)
+
+
+def test_a_write_inside_an_autocast_region_is_refused_by_name():
+    def f(a):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a.mul_(2)
+        return a
+
+    a = torch.randn(3)
+    with pytest.raises(TraceError, match="in-place mul_ inside a torch.autocast region"):
+        lower(_dynamo_graph(f, a.clone()), (a,))

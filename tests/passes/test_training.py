@@ -284,3 +284,71 @@ def test_torch_func_grad_through_a_jitted_function_matches_eager():
     x, w = torch.randn(2, 4), torch.randn(3, 4, requires_grad=True)
     j(x, w).backward()  # compiled for training first; torch.func.grad then runs under a functorch transform
     torch.testing.assert_close(torch.func.grad(lambda w: j(x, w))(w.detach()), torch.func.grad(lambda w: f(x, w))(w.detach()))
+
+
+def _split(fn, *args):
+    from thunderlab.frontend.fx import lower
+    from thunderlab.passes.autodiff import split
+
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch.compile(fn, backend=backend, fullgraph=True)(*args)  # TorchDynamo's graph, grad-mode calls included
+    trace, _ = lower(graphs[0], args)
+    return trace, split(trace)
+
+
+def test_autodiff_stops_at_detach():
+    def f(x):
+        return x * x.detach()
+
+    x = torch.randn(4, requires_grad=True)
+    _, (fw, bw) = _split(f, x)
+    # one gradient term (x.detach() * g), not two: the detached factor is a constant
+    assert sum(1 for b in bw.bound_symbols if b.sym.name == "mul") == 1
+    out = thunderlab.jit(f)(x)
+    (g,) = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(g, x.detach())
+
+
+def test_autodiff_honours_no_grad_regions_recorded_in_the_trace():
+    def f(x):
+        with torch.no_grad():
+            y = x.exp()
+        return x * y, y
+
+    x = torch.randn(3, requires_grad=True)
+    trace, (fw, bw) = _split(f, x)
+    assert "prims.set_grad_enabled(False)" in trace.python(source=False)  # the context is part of the program
+    assert [b.sym.name for b in bw.bound_symbols if b.sym.name == "exp"] == []  # y is a constant to backward
+    assert bw.meta["grad_of"] == [trace.output[0].name]  # the second output takes no gradient
+    out, y = thunderlab.jit(f)(x)
+    assert out.requires_grad and not y.requires_grad
+
+
+def test_autodiff_has_nothing_to_do_when_no_output_needs_grad():
+    def f(x):
+        with torch.set_grad_enabled(False):
+            y = x * 2
+        return y
+
+    _, parts = _split(f, torch.randn(3, requires_grad=True))
+    assert parts is None
+
+
+def test_enable_grad_inside_a_function_called_under_no_grad():
+    def f(x):
+        with torch.enable_grad():
+            y = x * 3
+        return y, x * 4
+
+    j = thunderlab.jit(f)
+    x = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        y, z = j(x)
+    assert y.requires_grad and not z.requires_grad
+    (g,) = torch.autograd.grad(y.sum(), x)
+    torch.testing.assert_close(g, torch.full((3,), 3.0))

@@ -194,3 +194,45 @@ def test_python_float_that_changes_is_specialized_per_value():
     graph = _default_backend.graphs[-1]
     assert graph.value_inputs and not graph.static
     assert graph.misses == 3 and graph.hits == 1  # 2.0, 3.0 and 0.5 each compiled once; 2.0 again is a hit
+
+
+def test_a_returned_view_of_a_written_input_is_a_view_of_the_callers_tensor():
+    def f(x):
+        x.mul_(2)
+        return x[1:], x
+
+    j = thunderlab.jit(f)
+    x = torch.randn(3, 2)
+    want = x * 2
+    view, same = j(x)
+    assert view._base is x and same is x
+    torch.testing.assert_close(x, want)
+
+
+def test_a_cached_program_that_writes_an_input_refuses_overlapping_inputs():
+    def f(a, b):
+        a.add_(1)
+        return a + b
+
+    j = thunderlab.jit(f)
+    j(torch.randn(4), torch.randn(4))
+    base = torch.randn(6)
+    with pytest.raises(Exception, match="writes to input a, which shares memory with input b"):
+        j(base[:4], base[2:])
+
+
+def test_an_input_with_a_gradient_history_written_by_a_graph_keeps_the_write_in_its_history():
+    def f(x):
+        h = x * 2
+        torch._dynamo.graph_break()
+        h[1:].mul_(h[:1].detach() + 2)  # the second graph writes h, which autograd must see
+        torch._dynamo.graph_break()
+        return h * 3
+
+    x = torch.randn(3, requires_grad=True)
+    ref = x.detach().clone().requires_grad_()
+    out = torch.compile(f, backend="thunderlab")(x)
+    out.sum().backward()
+    f(ref).sum().backward()
+    torch.testing.assert_close(x.grad, ref.grad)
+    torch.testing.assert_close(out, f(ref.detach()))

@@ -51,6 +51,9 @@ class Trace:
     _scopes: list = field(default_factory=list, repr=False)
     _source: SourceInfo | None = field(default=None, repr=False)
     _derived: int | None = field(default=None, repr=False)
+    # grad mode while recording (a no_grad region of the user's function): values made while it
+    # is off do not require grad, as in eager
+    grad_enabled: bool = field(default=True, repr=False)
 
     # -- names and proxies -------------------------------------------------
     def add_name(self, name: str) -> str:
@@ -71,7 +74,8 @@ class Trace:
 
     def proxy(self, shape, dtype: torch.dtype, device, requires_grad: bool = False, name: str | None = None) -> TensorProxy:
         name = self.add_name(name) if name else self.fresh_name()
-        return TensorProxy(name, tuple(int(s) for s in shape), dtype, torch.device(device), bool(requires_grad))
+        return TensorProxy(name, tuple(int(s) for s in shape), dtype, torch.device(device),
+                           bool(requires_grad) and self.grad_enabled)
 
     def derive(self, **changes) -> "Trace":
         """A new trace with this one's namespace copied (never shared) and fields replaced."""

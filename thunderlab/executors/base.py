@@ -48,6 +48,10 @@ def get_executor(name: str) -> Executor:
         raise KeyError(f"unknown executor {name!r}; valid executors: {', '.join(sorted(EXECUTORS))}") from None
 
 
+def _keep_grad_mode(mode):
+    """A grad-mode change inside autograd.Function.forward: nothing there records a graph anyway."""
+
+
 def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, options: dict | None = None,
          packed: bool = False, traced: bool = False):
     """Compile ``trace`` into a function whose calls run on their claiming executors.
@@ -69,6 +73,8 @@ def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, o
             fn = ex.bind_region(b, options or {})
             if regions is not None:
                 regions[b.sym.name] = fn
+        elif b.sym.qualname == "prims.set_grad_enabled" and (options or {}).get("in_autograd_function"):
+            fn = _keep_grad_mode
         else:
             fn = b.sym.impl if traced else ex.implementation(b.sym)
         prev = impls.setdefault(b.sym.qualname, fn)

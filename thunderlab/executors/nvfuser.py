@@ -187,6 +187,7 @@ NOT_TRANSLATED = {
     "scatter_add": "nvFuser's scatter has no accumulating form", "index_put": "nvFuser has no index_put",
     "convolution": "nvFuser has no convolution", "copy_": "writes to an argument", "python_del": "bookkeeping",
     "bernoulli": "random: eager dropout's noise, which nvFuser's Philox stream would not reproduce",
+    "set_grad_enabled": "changes grad mode (a region boundary)",
 }
 
 

@@ -3,9 +3,9 @@
 The graph is lowered for concrete inputs: every tensor becomes a proxy with its real shape,
 dtype, device and requires_grad, and symbolic sizes become the integers they are on this
 call. Parameters arrive as inputs (Dynamo lifts them); ``get_attr`` constants are lifted
-here. In-place ops are made functional where that is safe, with a ``copy_`` write-back
-for mutated inputs; an in-place op on a view (or on a tensor that has views) is kept as a
-real in-place call, which later passes treat as a barrier.
+here. In-place ops and writes through views are made functional as PyTorch's own
+functionalization makes them (see ``functionalize``): written inputs get one ``copy_`` at
+the end, and outputs that are views of inputs are re-made as views at run time.
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from thunderlab.core.trace import ScalarInput, Trace, TraceError
 from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch
 
-_VIEW_OPS = {"view", "reshape", "transpose", "permute", "t", "unsqueeze", "squeeze", "flatten", "expand",
-             "expand_as", "getitem", "split", "split_with_sizes", "chunk", "unbind", "narrow", "select",
-             "view_as", "detach", "contiguous", "to", "broadcast_to", "unflatten", "type_as", "float"}
+from .functionalize import Functionalizer, functional_symbol, overlapping, writes
+from .regions import ENTER as AUTOCAST_ENTER
+from .regions import AutocastRegion
 _QUERY_METHODS = {"size", "dim", "numel", "ndimension", "is_contiguous", "is_floating_point", "element_size", "nelement"}
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 
@@ -65,9 +65,7 @@ class Lowering:
         self.trace = Trace(name)
         self.env: dict[torch.fx.Node, object] = {}
         self.lifted: list[torch.Tensor] = []
-        self.bases: dict[str, TensorProxy] = {}  # view name -> the proxy it aliases
-        self.has_views: set[str] = set()
-        self.writeback: dict[str, TensorProxy] = {}  # input name -> its latest value
+        self.fz = Functionalizer()
 
     def run(self, args) -> Trace:
         tr = self.trace
@@ -76,10 +74,15 @@ class Lowering:
             raise TraceError(f"the graph takes {len(placeholders)} inputs, got {len(args)}")
         self.inputs_by_name: dict[str, TensorProxy] = {}
         self.concrete: dict[str, torch.Tensor] = {}  # input name -> this call's tensor, for .item()
+        tr.grad_enabled = torch.is_grad_enabled()  # the caller's grad mode, changed by the function's own regions
         with tr.active():
             for node, a in zip(placeholders, args):
                 self.env[node] = self.placeholder(node, a)
-            for node in self.gm.graph.nodes:
+            self.fz.overlaps = overlapping(self.concrete)
+            self.fz.any_writes = any(writes(n) for n in self.gm.graph.nodes)
+            nodes, i = list(self.gm.graph.nodes), 0
+            while i < len(nodes):
+                node, i = nodes[i], i + 1
                 if node.op == "placeholder":
                     continue
                 if node.op == "output":
@@ -87,22 +90,36 @@ class Lowering:
                     continue
                 with tr.source(source_of(node)):
                     try:
-                        self.env[node] = self.node(node)
+                        if node.op == "call_function" and node.target is AUTOCAST_ENTER:
+                            i = self.autocast(nodes, i - 1)
+                        else:
+                            self.env[node] = self.node(node)
                     except TraceError as e:
                         raise TraceError(f"{_describe(node)}: {e}") from None
-            for name, value in self.writeback.items():
-                prims.copy_(value, self.inputs_by_name[name])
+            views, recorded = self.fz.finish(tr.output)
+            if recorded:
+                if not isinstance(tr.output, tuple):
+                    raise TraceError("a function that writes to an input requiring grad must return a tuple here")
+                tr.output = (*tr.output, *(v for _, v in recorded))
+        tr.grad_enabled = True  # passes that record into this trace later (autodiff) start from grad on
+        position = {p.name: i for i, p in enumerate(tr.inputs)}
+        # outputs that are views of an input: (output leaf, input position, the view calls), re-made at run time
+        tr.meta["input_views"] = [(k, position[name], steps) for k, name, steps in views]
+        tr.meta["written_inputs"] = [position[name] for name in self.fz.written_inputs()]
+        # inputs the runtime writes under autograd, from the extra outputs at the end (see Functionalizer.finish)
+        tr.meta["recorded_writes"] = [position[name] for name, _ in recorded]
         return tr
 
     # -- inputs ---------------------------------------------------------------------------
     def placeholder(self, node, a):
         name = self.trace.add_name(input_name(node.target))
         if isinstance(a, torch.Tensor):
-            # under no_grad nothing needs a gradient, whatever the tensors say
-            p = TensorProxy(name, tuple(a.shape), a.dtype, a.device, a.requires_grad and torch.is_grad_enabled())
+            # an input requires grad as the caller's tensor does; under no_grad the values made from it do not
+            p = TensorProxy(name, tuple(a.shape), a.dtype, a.device, a.requires_grad)
             self.trace.inputs.append(p)
             self.inputs_by_name[name] = p
             self.concrete[name] = a
+            self.fz.add_input(p, a)
             return p
         concrete = a.node.hint if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)) else a
         self.trace.inputs.append(ScalarInput(name, concrete))
@@ -119,10 +136,20 @@ class Lowering:
         self.trace.inputs.append(p)
         self.inputs_by_name[name] = p
         self.lifted.append(obj)
+        self.fz.add_input(p, obj)
         return p
 
     def load(self, x):
-        return torch.fx.node.map_arg(x, lambda n: self.env[n])
+        return torch.fx.node.map_arg(x, self._current)
+
+    def _current(self, n: torch.fx.Node):
+        """``n``'s value now: a view whose base was written since is regenerated from the base."""
+        v = self.env[n]
+        if isinstance(v, TensorProxy):
+            cur = self.fz.current(v)
+            if cur is not v:
+                self.env[n] = v = cur
+        return v
 
     # -- calls ----------------------------------------------------------------------------
     def node(self, node):
@@ -138,8 +165,11 @@ class Lowering:
     def call_function(self, target, args, kwargs):
         if target is operator.getitem and not isinstance(args[0], TensorProxy):
             return args[0][args[1]]
+        if target is torch._C._set_grad_enabled:  # a no_grad / enable_grad / set_grad_enabled region
+            return prims.set_grad_enabled(*args)
         if target is operator.setitem and isinstance(args[0], TensorProxy):
-            return self.real_inplace(args[0], mapping.opaque(operator.setitem, side_effect=True), args, kwargs)
+            self.inplace(args[0], functional_symbol(operator.setitem, "setitem"), "setitem", args, kwargs)
+            return None
         if not proxies_in((args, kwargs)) and mapping.lookup(target) is None:
             with torch.random.fork_rng(devices=[]):  # run to see what it makes: a draw here is not the program's
                 out = target(*args, **kwargs)
@@ -150,22 +180,20 @@ class Lowering:
             return self.real_inplace(kwargs["out"], mapping.opaque(target, side_effect=True), args, kwargs)
         base = mapping.inplace_base(target)
         if base and args and isinstance(args[0], TensorProxy) and mapping.lookup(target) is None:
-            fsym = mapping.functional_for(base)
-            if fsym is not None:
-                return self.inplace(args[0], fsym, target, args, kwargs)
-            return self.real_inplace(args[0], mapping.opaque(target, side_effect=True), args, kwargs)
+            fsym = mapping.functional_for(base) or functional_symbol(target, _entry_name(target))
+            return self.inplace(args[0], fsym, _entry_name(target), args, kwargs)
         if kwargs.get("inplace") is True and args and isinstance(args[0], TensorProxy):
             sym = mapping.lookup(target)
             if sym is not None:
                 kw = {k: v for k, v in kwargs.items() if k != "inplace"}
-                return self.inplace(args[0], sym, target, args, kw)
+                return self.inplace(args[0], sym, _entry_name(target), args, kw)
         sym = mapping.lookup(target)
         if sym is None:
-            return self.track(mapping.opaque(target), args, kwargs)
+            return self.track(mapping.opaque(target), args, kwargs, target)
         adapter = mapping.ADAPTERS.get(target)
         if adapter is not None:
             args, kwargs = adapter(*args, **kwargs)
-        return self.track(sym, args, kwargs)
+        return self.track(sym, args, kwargs, target)
 
     def call_method(self, name, args, kwargs):
         self_, rest = args[0], args[1:]
@@ -177,55 +205,40 @@ class Lowering:
             # a Python number Dynamo passes as a 0-d tensor: specialized to this call's value, which
             # the runtime keys the compiled program on (see value_inputs)
             return self.concrete[self_.name].item()
+        real = getattr(torch.Tensor, name, None)
         sym = mapping.lookup_method(name)
         if sym is not None:
-            return self.track(sym, args, kwargs)
+            return self.track(sym, args, kwargs, real)
         base = mapping.inplace_base(name)
         if base:
             if base in ("copy", "fill", "zero"):
                 return self.inplace(self_, _SPECIAL_INPLACE[base], name, args, kwargs)
-            fsym = mapping.functional_for(base)
-            if fsym is not None:
-                return self.inplace(self_, fsym, name, args, kwargs)
-            return self.real_inplace(self_, mapping.opaque(None, method=name, side_effect=True), args, kwargs)
-        return self.track(mapping.opaque(None, method=name), args, kwargs)
+            if real is None:
+                raise TraceError(f"Tensor.{name} is not a method thunderlab knows how to run")
+            fsym = mapping.functional_for(base) or functional_symbol(real, name)
+            return self.inplace(self_, fsym, name, args, kwargs)
+        return self.track(mapping.opaque(None, method=name), args, kwargs, real)
 
-    def track(self, sym, args, kwargs):
+    def autocast(self, nodes, start: int) -> int:
+        """A ``torch.autocast`` region: one call that runs it under the same autocast; the index after its end."""
+        region = AutocastRegion.collect(nodes, start)
+        outs = region.symbol(self.gm)(*self.load(tuple(region.inputs)))
+        for n, v in zip(region.outputs, outs):
+            self.env[n] = v
+        return region.end + 1
+
+    def track(self, sym, args, kwargs, real=None):
+        """Record ``sym``; ``real`` is the torch call it stands for, asked whether it returns a view."""
         out = sym(*args, **kwargs)
-        if sym.name in _VIEW_OPS or sym.name == "getitem":
-            srcs = [a for a in args[:1] if isinstance(a, TensorProxy)]
-            for s in srcs:
-                root = self.bases.get(s.name, s)
-                for o in proxies_in(out):
-                    self.bases[o.name] = root
-                self.has_views.add(root.name)
+        self.fz.after_call(sym, real, args, kwargs, out)
         return out
 
-    # -- in-place -------------------------------------------------------------------------
-    def inplace(self, target: TensorProxy, fsym, entry, args, kwargs):
-        aliased = target.name in self.bases or target.name in self.has_views
-        if aliased:
-            if isinstance(entry, str):
-                return self.real_inplace(target, mapping.opaque(None, method=entry, side_effect=True), args, kwargs)
-            return self.real_inplace(target, mapping.opaque(entry, side_effect=True), args, kwargs)
+    def inplace(self, target: TensorProxy, fsym, entry: str, args, kwargs):
+        """An in-place call: its functional twin computes the new value, which ``target`` (and its base) become."""
         value = fsym(*args, **kwargs)
-        if value.shape != target.shape:
-            raise TraceError(f"in-place result of shape {list(value.shape)} does not fit {target.name} of shape {list(target.shape)}")
-        if value.dtype != target.dtype:
-            value = prims.convert_element_type(value, target.dtype)
-        for n, v in list(self.env.items()):
-            if v is target:
-                self.env[n] = value
-        root = next((k for k, p in self.inputs_by_name.items() if p is target), None)
-        if root is None:
-            root = next((k for k, v in self.writeback.items() if v is target), None)
-        if root is not None:
-            self.writeback[root] = value
-        return value
-
-    def real_inplace(self, target, sym, args, kwargs):
-        sym(*args, **kwargs)
-        return target
+        if not isinstance(value, TensorProxy):
+            raise TraceError(f"in-place {entry} gives no tensor to write into {target.name}")
+        return self.fz.write(target, value, entry)
 
 
 def _query(p: TensorProxy, name, *args):
@@ -258,6 +271,10 @@ def _zero_value(dst):
 
 
 _SPECIAL_INPLACE = {"copy": _copy_value, "fill": _fill_value, "zero": _zero_value}
+
+
+def _entry_name(target) -> str:
+    return getattr(target, "__name__", None) or str(target)
 
 
 def _describe(node: torch.fx.Node) -> str:

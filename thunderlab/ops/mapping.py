@@ -164,3 +164,18 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
 def covered_ops() -> list[str]:
     """The torch-level symbols thunderlab maps, by name."""
     return sorted(TORCH_SYMBOLS)
+
+
+def derived(key, name: str, impl: Callable, *, random: bool = False, meta: Callable | None = None) -> Symbol:
+    """An opaque symbol for a function built from a torch call (an in-place op's functional twin, a view's inverse).
+
+    It prints as ``name`` (made unique) and differentiates through PyTorch like any opaque call.
+    """
+    sym = _OPAQUE.get(key)
+    if sym is None:
+        taken = {s.qualname for s in _OPAQUE.values()}
+        qual = f"_{name}" if f"_{name}" not in taken else f"_{name}_{len(_OPAQUE)}"
+        sym = Symbol(name=name, module="torch", impl=impl, meta=meta or torch_meta(impl, name), random=random,
+                     qualname=qual)
+        _OPAQUE[key] = sym
+    return sym

@@ -443,6 +443,15 @@ def _copy_impl(src, dst):
 prim("copy_", _copy_impl, _copy_meta, tags={Tag.SIDE_EFFECT})
 
 
+def _set_grad_enabled_meta(mode):
+    current_trace().grad_enabled = bool(mode)
+    return None
+
+
+# grad mode as part of the program: a no_grad / enable_grad region of the user's function
+prim("set_grad_enabled", torch._C._set_grad_enabled, _set_grad_enabled_meta, tags={Tag.SIDE_EFFECT})
+
+
 def _del_printer(printer, bsym):
     return "del " + ", ".join(printer.value(a) for a in bsym.args)
 

@@ -17,7 +17,7 @@ from torch._prims_common import elementwise_dtypes
 
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import Symbol, Tag
-from thunderlab.core.trace import TraceError
+from thunderlab.core.trace import TraceError, current_trace
 
 from . import prims
 from .prims import torch_meta
@@ -402,7 +402,13 @@ def clone(a, *, memory_format=None):
 
 @torchsymbol(torch.Tensor.detach, torch.detach, methods=("detach",))
 def detach(a):
-    return prims.convert_element_type(a, a.dtype)
+    # the same values, made with grad off: no gradient flows back through them
+    tr = current_trace()
+    mode, tr.grad_enabled = tr.grad_enabled, False
+    try:
+        return prims.convert_element_type(a, a.dtype)
+    finally:
+        tr.grad_enabled = mode
 
 
 opaque_symbol("contiguous", torch.Tensor.contiguous, methods=("contiguous",))

@@ -19,6 +19,12 @@ def _differentiable(p) -> bool:
     return isinstance(p, TensorProxy) and (p.dtype.is_floating_point or p.dtype.is_complex)
 
 
+def _needs_grad(p) -> bool:
+    """Whether a value made from one that needs a gradient needs one too: not when it was made with
+    grad off (a no_grad region, ``detach``), which its ``requires_grad`` records as eager's does."""
+    return _differentiable(p) and p.requires_grad
+
+
 def _output_grads(b: BoundSymbol, gs: list):
     """The gradient argument of ``b``'s rule: one proxy, or a tuple (None where an output has none)."""
     return gs[0] if isinstance(b.output, TensorProxy) else tuple(gs)
@@ -68,7 +74,7 @@ def _propagate(bsyms, needs: set[str]) -> set[str]:
     needs = set(needs)
     for b in bsyms:
         if any(p.name in needs for p in b.inputs):
-            needs.update(p.name for p in b.outputs if _differentiable(p))
+            needs.update(p.name for p in b.outputs if _needs_grad(p))
     return needs
 
 
@@ -82,7 +88,7 @@ def _expand(bsyms, needs: set[str], memo: dict | None = None) -> list[BoundSymbo
             out.extend(_expand(b.subsymbols, needs, memo))
             continue
         if wants:
-            needs.update(p.name for p in b.outputs if _differentiable(p))
+            needs.update(p.name for p in b.outputs if _needs_grad(p))
         out.append(b)
     return out
 
@@ -136,7 +142,7 @@ def _with_residuals(work: Trace, bsyms, needs: set[str]) -> list[BoundSymbol]:
         wants = any(p.name in needs for p in b.inputs)
         make = RESIDUALS.get(b.sym.qualname) if wants and isinstance(b.output, TensorProxy) else None
         if wants:
-            needs.update(p.name for p in b.outputs if _differentiable(p))
+            needs.update(p.name for p in b.outputs if _needs_grad(p))
         if make is not None:
             start = len(work.bound_symbols)
             with work.active(), work.source(b.source):
@@ -172,6 +178,8 @@ def split(trace: Trace) -> tuple[Trace, Trace] | None:
             grads[p.name] = gp
             grad_inputs.append(gp)
             grad_of.append(p.name)
+    if not grad_of:  # no output depends on an input through values that need grad: nothing to differentiate
+        return None
     with bw.active():
         _backprop(bw, fwd_bsyms, needs_all, grads)
     bw.output = tuple(grads.get(p.name) if p.name in needs else None for p in trace.tensor_inputs())

@@ -30,6 +30,9 @@ def _rebuild(structure, values):
 def training_callable(program: Program, *, regions: dict | None = None, options: dict | None = None):
     """A function running ``program``'s forward under autograd, with its backward as the gradient."""
     fw_trace, bw_trace = program.forward, program.traces["backward"]
+    # inside autograd.Function.forward nothing records a graph whatever the grad mode; the
+    # program's own grad-mode regions are already honoured by its backward trace
+    options = {**(options or {}), "in_autograd_function": True}
     fw = bind(fw_trace, regions=regions, options=options)
     # the backward takes its inputs as one list it empties, so that each saved tensor is freed after
     # its last use, as eager autograd frees a node's saved tensors once the node has run
@@ -41,21 +44,26 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
         position.setdefault(p.name, []).append(i)
     # everything below is decided here, once, from the traces' metadata: a call only moves tensors
     flat = isinstance(structure, tuple) and all(isinstance(e, TensorProxy) for e in structure)  # a tuple of tensors
-    # integers, and values that depend on no input that requires grad (a fresh random draw): as in eager,
-    # they do not require grad
-    wanted = set(bw_trace.meta["grad_of"])
+    # outputs backward takes no gradient for do not require grad, as in eager: integers, values made under
+    # no_grad or detached, and values that depend on no input that requires grad (a fresh random draw)
+    differentiated = set(bw_trace.meta["grad_of"])
     non_diff = [i for i, p in enumerate(leaves)
-                if not (p.dtype.is_floating_point or p.dtype.is_complex) or p.name not in wanted]
+                if not (p.dtype.is_floating_point or p.dtype.is_complex) or p.name not in differentiated]
     grad_slots = [position[name] for name in bw_trace.meta["grad_of"]]
     tensor_slots = [i for i, p in enumerate(fw_trace.inputs) if isinstance(p, TensorProxy)]
     n_inputs = len(fw_trace.inputs)
     dense = tensor_slots == list(range(n_inputs))  # every input is a tensor: gradients need no placing
     single = grad_slots[0][0] if len(grad_slots) == 1 and len(grad_slots[0]) == 1 else None
+    # inputs the caller writes after the call (see Functionalizer.finish): backward keeps their values as they were
+    rewritten = fw_trace.meta.get("recorded_writes", ())
 
     class ThunderlabFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
             out, saved = fw(*args)
+            if rewritten:
+                before = [args[i] for i in rewritten]
+                saved = [s.clone() if any(torch._C._is_alias_of(s, b) for b in before) else s for s in saved]
             ctx.save_for_backward(*saved)
             values = out if flat else tuple(v for v in tree_flatten(out) if isinstance(v, torch.Tensor))
             if non_diff:

@@ -17,6 +17,7 @@ from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import eager_reference, verify
 
+from .aliases import overlap_with, with_input_views, with_recorded_writes
 from .autograd import training_callable
 
 
@@ -103,10 +104,11 @@ def describe_input(a) -> str:
 
 
 class _Entry:
-    __slots__ = ("fn", "lifted", "record")
+    __slots__ = ("fn", "lifted", "record", "written")
 
-    def __init__(self, fn, lifted, record):
+    def __init__(self, fn, lifted, record, written=()):
         self.fn, self.lifted, self.record = fn, tuple(lifted), record
+        self.written = tuple(written)  # inputs the program writes: they must not share memory with other inputs
 
 
 class CompiledGraph:
@@ -149,6 +151,8 @@ class CompiledGraph:
             self.hits += 1
             if not self.static:
                 self.cache.move_to_end(key)
+            if entry.written and overlap_with((*args, *entry.lifted), entry.written):
+                entry = self.compile(args, key)  # the lowering names the inputs that overlap
         out = entry.fn(*args, *entry.lifted)
         if _PENDING:  # regions that ran for the first time: their fused kernels compile from now on
             start_pending()
@@ -200,15 +204,29 @@ class CompiledGraph:
                        "grad_enabled": torch.is_grad_enabled() and "backward" not in final.traces}
         if "backward" in final.traces:
             fn = training_callable(final, regions=record.regions, options=run_options)
+            if not torch.is_grad_enabled():  # called under no_grad, the function turns grad on (enable_grad)
+                fn = _with_grad(fn)
         else:
             fn = bind(final.forward, regions=record.regions, options=run_options)
-        entry = _Entry(fn, lifted, record)
+        if trace.meta.get("recorded_writes"):
+            fn = with_recorded_writes(fn, trace.meta["recorded_writes"])
+        views = trace.meta.get("input_views")
+        if views:
+            fn = with_input_views(fn, views)
+        entry = _Entry(fn, lifted, record, trace.meta.get("written_inputs", ()))
         self.cache[key] = entry
         while len(self.cache) > _LIMITS["shapes"]:
             _, old = self.cache.popitem(last=False)
             self.records = [r for r in self.records if r is not old.record]
         return entry
 
+
+def _with_grad(fn):
+    def run(*args):
+        with torch.enable_grad():
+            return fn(*args)
+
+    return run
 
 
 class CompileError(RuntimeError):

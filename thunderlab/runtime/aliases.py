@@ -1,0 +1,81 @@
+"""Inputs and outputs that share memory: which inputs overlap, and outputs re-made as views of inputs."""
+from __future__ import annotations
+
+import torch
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int, int]:
+    """(storage, first byte, end byte) of the memory ``t`` can reach."""
+    if t.numel() == 0:
+        return (0, 0, 0)
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride()))
+    start = t.data_ptr()
+    return (t.untyped_storage().data_ptr(), start, start + span * t.element_size())
+
+
+def overlapping(tensors: dict[str, torch.Tensor]) -> dict[str, list[str]]:
+    """For each named tensor, the others whose memory ranges meet its own."""
+    ext = {n: _extent(t) for n, t in tensors.items() if not t.is_meta}
+    out: dict[str, list[str]] = {}
+    for n, (s, a, b) in ext.items():
+        for m, (s2, a2, b2) in ext.items():
+            if m != n and s == s2 and a < b2 and a2 < b and b > a:
+                out.setdefault(n, []).append(m)
+    return out
+
+
+def overlap_with(args, positions) -> bool:
+    """Whether an input at ``positions`` (one the program writes) shares memory with another tensor input."""
+    tensors = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+    found = overlapping(tensors)
+    return any(str(i) in found for i in positions)
+
+
+def with_recorded_writes(fn, positions):
+    """``fn`` whose last outputs are the new values of inputs at ``positions``, written into them under autograd."""
+    n = len(positions)
+
+    def run(*args):
+        out = fn(*args)
+        for pos, value in zip(positions, out[-n:]):
+            args[pos].copy_(value)
+        return out[:-n]
+
+    return run
+
+
+def with_input_views(fn, views):
+    """``fn`` whose outputs listed in ``views`` are re-made as views of the caller's input tensors.
+
+    ``views``: (output leaf, input position, view steps). Eager returns a view of the input (or
+    the input itself); the program computed its value, which the view now shows, since the
+    program has written its inputs back before it returns.
+    """
+    def run(*args):
+        out = fn(*args)
+        made = {}
+        for k, pos, steps in views:
+            t = args[pos]
+            for step in steps:
+                t = step.replay(t)
+            made[k] = t
+        return _replace_tensors(out, made)
+
+    return run
+
+
+def _replace_tensors(out, made: dict):
+    count = iter(range(1 << 62))
+
+    def walk(v):
+        if isinstance(v, tuple):
+            return tuple(walk(e) for e in v)
+        if isinstance(v, list):
+            return [walk(e) for e in v]
+        if isinstance(v, dict):
+            return {k: walk(e) for k, e in v.items()}
+        if isinstance(v, torch.Tensor):
+            return made.get(next(count), v)
+        return v
+
+    return walk(out)
