@@ -57,7 +57,9 @@ def test_cse_keeps_a_buffer_that_is_written_apart():
     j = thunderlab.jit(fn, pipeline="cse")
     x = torch.randn(4)
     torch.testing.assert_close(j(x), fn(x))
-    assert _names(thunderlab.last_record(j).program.forward).count("ltorch.zeros") == 2
+    # each write becomes the value written (functionalization): the two results stay apart
+    names = _names(thunderlab.last_record(j).program.forward)
+    assert "ltorch.sin" in names and "ltorch.cos" in names
 
 
 def test_opaque_calls_that_draw_are_tagged_random():

@@ -177,7 +177,8 @@ class Lowering:
                 return out  # Python arithmetic on sizes and the like
             return mapping.opaque(target)(*args, **kwargs)
         if isinstance(kwargs.get("out"), TensorProxy):  # torch.add(a, b, out=c) writes into c and returns it
-            return self.real_inplace(kwargs["out"], mapping.opaque(target, side_effect=True), args, kwargs)
+            value = self.call_function(target, args, {k: v for k, v in kwargs.items() if k != "out"})
+            return self.fz.write(kwargs["out"], value, f"{_entry_name(target)}(..., out=...)")
         base = mapping.inplace_base(target)
         if base and args and isinstance(args[0], TensorProxy) and mapping.lookup(target) is None:
             fsym = mapping.functional_for(base) or functional_symbol(target, _entry_name(target))

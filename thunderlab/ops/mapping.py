@@ -175,7 +175,10 @@ def derived(key, name: str, impl: Callable, *, random: bool = False, meta: Calla
     if sym is None:
         taken = {s.qualname for s in _OPAQUE.values()}
         qual = f"_{name}" if f"_{name}" not in taken else f"_{name}_{len(_OPAQUE)}"
-        sym = Symbol(name=name, module="torch", impl=impl, meta=meta or torch_meta(impl, name), random=random,
-                     qualname=qual)
+        def draws():
+            sym.tags = sym.tags | {Tag.RANDOM}
+
+        sym = Symbol(name=name, module="torch", impl=impl, meta=meta or torch_meta(impl, name, on_draw=draws),
+                     tags={Tag.RANDOM} if random else (), qualname=qual)
         _OPAQUE[key] = sym
     return sym
