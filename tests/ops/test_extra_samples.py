@@ -42,6 +42,11 @@ def _samples():
         ("nn.functional.scaled_dot_product_attention",
          SampleInput(q, args=(k, v), kwargs={"attn_mask": _padding_mask(2, 6).expand(2, 1, 6, 6)}),
          "a boolean mask expanded over the queries, broadcast over the heads"),
+        ("baddbmm", SampleInput(_t(2, 3, 5, seed=4), kwargs={"batch1": _t(2, 3, 4, seed=5), "batch2": _t(2, 4, 5, seed=6),
+                                                             "beta": 0.5, "alpha": 2.0}),
+         "the batches by keyword, as BLOOM's attention calls it (alibi.baddbmm(batch1=..., batch2=...))"),
+        ("addmm", SampleInput(_t(3, 5, seed=7), kwargs={"mat1": _t(3, 4, seed=8), "mat2": _t(4, 5, seed=9)}),
+         "the matrices by keyword"),
     ]
 
 
