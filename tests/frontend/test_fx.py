@@ -64,3 +64,17 @@ def test_python_unary_operators_map_to_symbols():
     torch.testing.assert_close(j(x), f(x))
     code = thunderlab.last_record(j).steps[0].program.forward.python(source=False)
     assert "ltorch.neg(x)" in code and "ltorch.abs(x)" in code and "opaque" not in code
+
+
+def test_arithmetic_on_symbolic_sizes_stays_python_after_a_shape_change():
+    """After a second shape Dynamo passes sizes as SymInt inputs; `4 * n` on them is a number, not a tensor."""
+    def f(x, y):
+        n = x.shape[0]
+        return y.expand(4 * n, n - 1, x.shape[1] // 2) + x[: n - 1, :2].sum()
+
+    j = thunderlab.jit(f)
+    for rows, cols in ((3, 4), (5, 6)):
+        x, y = torch.randn(rows, cols), torch.randn(1, 1, 1)
+        torch.testing.assert_close(j(x, y), f(x, y))
+    graph = thunderlab.last_record(j).steps[0].program.forward.python(source=False)
+    assert "ltorch.mul" not in graph and "ltorch.sub" not in graph, graph

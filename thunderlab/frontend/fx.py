@@ -140,7 +140,9 @@ class Lowering:
             return args[0][args[1]]
         if target is operator.setitem and isinstance(args[0], TensorProxy):
             return self.real_inplace(args[0], mapping.opaque(operator.setitem, side_effect=True), args, kwargs)
-        if not proxies_in((args, kwargs)) and mapping.lookup(target) is None:
+        # sizes arrive as Python numbers (symbolic sizes are lowered to this call's values), so arithmetic
+        # on them stays Python arithmetic even where the operator also has a symbol for tensors
+        if not proxies_in((args, kwargs)) and (mapping.lookup(target) is None or _python_operator(target)):
             out = target(*args, **kwargs)
             if not any(isinstance(v, torch.Tensor) for v in tree_flatten(out)):
                 return out  # Python arithmetic on sizes and the like
@@ -223,6 +225,10 @@ class Lowering:
     def real_inplace(self, target, sym, args, kwargs):
         sym(*args, **kwargs)
         return target
+
+
+def _python_operator(target) -> bool:
+    return getattr(target, "__module__", None) in ("_operator", "operator")
 
 
 def _query(p: TensorProxy, name, *args):
