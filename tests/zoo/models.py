@@ -60,17 +60,17 @@ ZOO: list[Entry] = [
     Entry("electra", "ElectraConfig", "ElectraForMaskedLM", "masked", dict(TEXT, embedding_size=16)),
     Entry("mpnet", "MPNetConfig", "MPNetForMaskedLM", "masked", TEXT),
     # decoders
-    Entry("gpt2", "GPT2Config", "GPT2LMHeadModel", "causal", dict(TEXT, n_positions=64), fast=True),
+    Entry("gpt2", "GPT2Config", "GPT2LMHeadModel", "causal", dict(TEXT, n_positions=64)),
     Entry("gpt_neo", "GPTNeoConfig", "GPTNeoForCausalLM", "causal",
           dict(TEXT, num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]], window_size=4)),
     Entry("gptj", "GPTJConfig", "GPTJForCausalLM", "causal", dict(TEXT, n_positions=64, rotary_dim=4)),
     Entry("gpt_neox", "GPTNeoXConfig", "GPTNeoXForCausalLM", "causal", DECODER),
     Entry("opt", "OPTConfig", "OPTForCausalLM", "causal", dict(TEXT, ffn_dim=64, word_embed_proj_dim=32)),
-    Entry("bloom", "BloomConfig", "BloomForCausalLM", "causal", dict(TEXT, n_layer=2, n_head=4)),
+    Entry("bloom", "BloomConfig", "BloomForCausalLM", "causal", dict(TEXT, n_layer=2, n_head=4), fast=True),
     Entry("llama", "LlamaConfig", "LlamaForCausalLM", "causal", DECODER, fast=True),
     Entry("mistral", "MistralConfig", "MistralForCausalLM", "causal", dict(DECODER, sliding_window=4)),
     Entry("mixtral", "MixtralConfig", "MixtralForCausalLM", "causal",
-          dict(DECODER, num_local_experts=4, num_experts_per_tok=2), fast=True),
+          dict(DECODER, num_local_experts=4, num_experts_per_tok=2)),
     Entry("qwen2", "Qwen2Config", "Qwen2ForCausalLM", "causal", DECODER),
     Entry("qwen2_moe", "Qwen2MoeConfig", "Qwen2MoeForCausalLM", "causal",
           dict(DECODER, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
@@ -88,17 +88,17 @@ ZOO: list[Entry] = [
     Entry("t5", "T5Config", "T5ForConditionalGeneration", "seq2seq",
           dict(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4, use_cache=False,
                pad_token_id=0, eos_token_id=2, decoder_start_token_id=0), fast=True),
-    Entry("bart", "BartConfig", "BartForConditionalGeneration", "seq2seq", SEQ2SEQ, fast=True),
+    Entry("bart", "BartConfig", "BartForConditionalGeneration", "seq2seq", SEQ2SEQ),
     Entry("mbart", "MBartConfig", "MBartForConditionalGeneration", "seq2seq", SEQ2SEQ),
     Entry("pegasus", "PegasusConfig", "PegasusForConditionalGeneration", "seq2seq", SEQ2SEQ),
     Entry("marian", "MarianConfig", "MarianMTModel", "seq2seq", dict(SEQ2SEQ, decoder_vocab_size=VOCAB)),
     Entry("whisper", "WhisperConfig", "WhisperForConditionalGeneration", "whisper",
-          dict(SEQ2SEQ, num_mel_bins=16, max_source_positions=16, max_target_positions=32), fast=True),
+          dict(SEQ2SEQ, num_mel_bins=16, max_source_positions=16, max_target_positions=32)),
     # audio
     Entry("wav2vec2", "Wav2Vec2Config", "Wav2Vec2ForCTC", "ctc",
           dict(TEXT, vocab_size=32, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
                num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, mask_time_prob=0.0,
-               ctc_loss_reduction="mean"), fast=True),
+               ctc_loss_reduction="mean")),
     Entry("hubert", "HubertConfig", "HubertForCTC", "ctc",
           dict(TEXT, vocab_size=32, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
                num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, mask_time_prob=0.0,
@@ -110,17 +110,17 @@ ZOO: list[Entry] = [
     Entry("beit", "BeitConfig", "BeitForImageClassification", "vision", dict(VIT, use_relative_position_bias=True)),
     Entry("swin", "SwinConfig", "SwinForImageClassification", "vision",
           dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4,
-               num_labels=10), fast=True),
+               num_labels=10)),
     Entry("clip", "CLIPConfig", "CLIPModel", "clip",
           dict(text_config=dict(TEXT, max_position_embeddings=32), vision_config={k: v for k, v in VIT.items() if k != "num_labels"},
-               projection_dim=16), fast=True),
+               projection_dim=16)),
     # convolutional networks
     Entry("resnet", "ResNetConfig", "ResNetForImageClassification", "cnn",
           dict(CNN, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic"), fast=True),
     Entry("resnet_bottleneck", "ResNetConfig", "ResNetForImageClassification", "cnn",
           dict(CNN, embedding_size=8, hidden_sizes=[16, 32], depths=[1, 1], layer_type="bottleneck")),
     Entry("convnext", "ConvNextConfig", "ConvNextForImageClassification", "cnn",
-          dict(CNN, hidden_sizes=[8, 16], depths=[1, 1], num_stages=2), fast=True),
+          dict(CNN, hidden_sizes=[8, 16], depths=[1, 1], num_stages=2)),
     Entry("regnet", "RegNetConfig", "RegNetForImageClassification", "cnn",
           dict(CNN, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], groups_width=8)),
     Entry("mobilenet_v1", "MobileNetV1Config", "MobileNetV1ForImageClassification", "cnn",
@@ -224,5 +224,7 @@ def pair(entry: Entry, attn: str | None = None) -> tuple[torch.nn.Module, torch.
 
 
 def cases(fast_only: bool = False) -> list[tuple[Entry, str | None]]:
-    """Every (entry, attention implementation) pair of the zoo, or of its fast subset."""
-    return [(e, a) for e in ZOO if e.fast or not fast_only for a in attn_implementations(e)]
+    """Every (entry, attention implementation) pair of the zoo; or the fast subset, with transformers' default (sdpa)."""
+    if fast_only:
+        return [(e, attn_implementations(e)[-1]) for e in ZOO if e.fast]
+    return [(e, a) for e in ZOO for a in attn_implementations(e)]
