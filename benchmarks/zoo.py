@@ -123,9 +123,11 @@ def main():
             "torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
             "threads": torch.get_num_threads(), "executors": os.environ["THUNDERLAB_EXECUTORS"],
             "rounds": args.rounds, "attn": args.attn, "modes": modes, "compile_models": sorted(compiled)}
-    for entry in ZOO:
-        if names and entry.name not in names:
-            continue
+    by_name = {e.name: e for e in ZOO}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise SystemExit(f"not in the zoo: {', '.join(unknown)}; valid: {', '.join(by_name)}")
+    for entry in [by_name[n] for n in names] if names else ZOO:  # in the order asked for
         attns = attn_implementations(entry)
         for attn in (attns if args.attn == "all" else attns[-1:]):
             case = entry.name if attn is None else f"{entry.name}-{attn}"
