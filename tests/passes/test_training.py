@@ -289,7 +289,7 @@ def test_torch_func_grad_through_a_jitted_function_matches_eager():
 def test_cnn_backward_calls_eager_backward_kernels():
     """Convolution, batch norm and pooling differentiate to the kernels eager autograd calls, with nothing re-run."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(inplace=True),
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU6(inplace=True),
                                 torch.nn.MaxPool2d(2), torch.nn.Conv2d(4, 4, 3, stride=2, groups=2, bias=False),
                                 torch.nn.AvgPool2d(2), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
                                 torch.nn.Linear(4, 2)).train()
@@ -306,6 +306,6 @@ def test_cnn_backward_calls_eager_backward_kernels():
     fw, bw = program.forward.python(source=False), program.traces["backward"].python(source=False)
     assert "eager_vjp" not in bw, bw
     for kernel in ("convolution_backward", "batch_norm_backward_saved", "max_pool2d_backward", "avg_pool2d_backward",
-                   "adaptive_avg_pool2d_backward"):
+                   "adaptive_avg_pool2d_backward", "hardtanh_backward"):
         assert f"ltorch.{kernel}(" in bw, f"{kernel} missing from\n{bw}"
     assert "ltorch.native_batch_norm(" in fw and "ltorch.max_pool2d_with_indices(" in fw, fw

@@ -1,4 +1,4 @@
-"""Derivative rules for convolutional networks: convolution, batch norm and pooling, on eager's backward kernels.
+"""Derivative rules for convolutional networks: convolution, batch norm, pooling, ReLU6, on eager's backward kernels.
 
 Without these, a convolution's gradient ran its forward again under PyTorch autograd in the
 backward trace (``ltorch.eager_vjp``) and batch norm was differentiated through its
@@ -229,3 +229,23 @@ def _(b, g):
     if a.ndim != 4:
         return NotImplemented
     return [(a, avg_pool2d_backward(g, a, _pair(k, None), _pair(s, k), _pair(pad, 0), bool(ceil), bool(count), div))]
+
+
+# -- bounded activations (MobileNet's ReLU6) ----------------------------------------------------
+def _hardtanh_backward(g, a, min_val, max_val):
+    return aten.hardtanh_backward(g, a, min_val, max_val)
+
+
+hardtanh_backward = backward_symbol("hardtanh_backward", _hardtanh_backward, lambda g, a, *rest: _like(a, g))
+
+
+@vjp("ltorch.hardtanh", "ltorch.relu6")
+def _(b, g):
+    a = b.args[0]
+    if not a.dtype.is_floating_point:
+        return NotImplemented
+    if b.sym.name == "relu6":
+        low, high = 0.0, 6.0
+    else:
+        low, high = _pool_params(b, ("a", "min_val", "max_val"), (None, -1.0, 1.0))[1:]
+    return [(a, hardtanh_backward(g, a, low, high))]
