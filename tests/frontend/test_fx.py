@@ -79,3 +79,14 @@ def test_arithmetic_on_symbolic_sizes_stays_python_after_a_shape_change():
         torch.testing.assert_close(j(x, y), f(x, y))
     graph = thunderlab.last_record(j).steps[0].program.forward.python(source=False)
     assert "ltorch.mul" not in graph and "ltorch.sub" not in graph, graph
+
+
+def test_creation_ops_take_their_size_by_keyword():
+    """torch.zeros(size=...) (BEiT's relative position index) is the same call as torch.zeros(...)."""
+    def f(x):
+        return x + torch.zeros(size=(2, 3)) + torch.ones((2, 3)) + torch.empty(2, 3).zero_()
+
+    j = thunderlab.jit(f)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(j(x), f(x))
+    assert "ltorch.zeros(size=(2, 3))" in thunderlab.last_record(j).steps[0].program.forward.python(source=False)
