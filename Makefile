@@ -1,12 +1,13 @@
 # thunderlab: `make demo` sets up .venv and compiles the built-in nanoGPT block;
-# `make test` sets up .venv and runs every test.
+# `make test` sets up .venv and runs every test (the model zoo's fast subset);
+# `make zoo` runs the whole model zoo, `make zoo-bench` its table and step ratios.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 # exactly this torch: the CPU wheel this machine carries (a looser pin pulls a CUDA build)
 TORCH  := torch==2.13.0
 
-.PHONY: setup demo test bench fuzz robustness clean views lab browser graphviz wheelhouse
+.PHONY: setup demo test bench zoo zoo-bench fuzz robustness clean views lab browser graphviz wheelhouse
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +45,13 @@ demo: setup lab
 
 test: setup views lab browser graphviz
 	$(BIN)/python -m pytest
+
+# every zoo architecture with each attention implementation, in every mode (tests/zoo; about an hour on 2 cores)
+zoo: setup
+	THUNDERLAB_ZOO=full $(BIN)/python -m pytest tests/zoo
+
+zoo-bench: setup
+	$(BIN)/python benchmarks/zoo.py
 
 bench: setup
 	$(BIN)/python benchmarks/compile_and_overhead.py

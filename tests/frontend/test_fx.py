@@ -161,3 +161,29 @@ def test_a_write_inside_an_autocast_region_is_refused_by_name():
     a = torch.randn(3)
     with pytest.raises(TraceError, match="in-place mul_ inside a torch.autocast region"):
         lower(_dynamo_graph(f, a.clone()), (a,))
+
+
+def test_arithmetic_on_symbolic_sizes_stays_python_after_a_shape_change():
+    """After a second shape Dynamo passes sizes as SymInt inputs; `4 * n` on them is a number, not a tensor."""
+    def f(x, y):
+        n = x.shape[0]
+        pad = max(3 - (x.shape[1] % 4), 0)  # MobileNet's TF padding: torch.sym_max of size arithmetic
+        return y.expand(4 * n, n - 1, x.shape[1] // 2) + x[: n - 1, :2].sum(), torch.nn.functional.pad(x, (0, pad))
+
+    j = thunderlab.jit(f)
+    for rows, cols in ((3, 4), (5, 6)):
+        x, y = torch.randn(rows, cols), torch.randn(1, 1, 1)
+        torch.testing.assert_close(j(x, y), f(x, y))
+    graph = thunderlab.last_record(j).steps[0].program.forward.python(source=False)
+    assert "ltorch.mul" not in graph and "ltorch.sub" not in graph, graph
+
+
+def test_creation_ops_take_their_size_by_keyword():
+    """torch.zeros(size=...) (BEiT's relative position index) is the same call as torch.zeros(...)."""
+    def f(x):
+        return x + torch.zeros(size=(2, 3)) + torch.ones((2, 3)) + torch.empty(2, 3).zero_()
+
+    j = thunderlab.jit(f)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(j(x), f(x))
+    assert "ltorch.zeros(size=(2, 3))" in thunderlab.last_record(j).steps[0].program.forward.python(source=False)

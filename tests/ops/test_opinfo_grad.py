@@ -337,7 +337,7 @@ def write_covered(path: str = COVERED_FILE) -> str:
         f"(the rest: in SKIP, or nothing to differentiate)",
         f"# gradient from: rule {counts['rule']}, decomposition {counts['decomposition']}, "
         f"eager fallback {counts['eager']}, more than one {counts['mixed']}",
-        "# source: rule = a derivative rule for the call kept whole (thunderlab/ops/vjp.py, vjp_torch.py);",
+        "# source: rule = a derivative rule for the call kept whole (thunderlab/ops/vjp.py, vjp_torch.py, vjp_cnn.py);",
         "#   decomposition = through the rules of its decomposition's calls;",
         "#   eager(q) = ltorch.eager_vjp (PyTorch autograd at run time) for the call q",
         "#   several = different samples take different paths (a rule declining some arguments)",

@@ -352,3 +352,28 @@ def test_enable_grad_inside_a_function_called_under_no_grad():
     assert y.requires_grad and not z.requires_grad
     (g,) = torch.autograd.grad(y.sum(), x)
     torch.testing.assert_close(g, torch.full((3,), 3.0))
+
+
+def test_cnn_backward_calls_eager_backward_kernels():
+    """Convolution, batch norm and pooling differentiate to the kernels eager autograd calls, with nothing re-run."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU6(inplace=True),
+                                torch.nn.MaxPool2d(2), torch.nn.Conv2d(4, 4, 3, stride=2, groups=2, bias=False),
+                                torch.nn.AvgPool2d(2), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                torch.nn.Linear(4, 2)).train()
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 3, 16, 16)
+    j = thunderlab.jit(model)
+    j(x).square().sum().backward()
+    ref(x).square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"grad of {name}: {m}")
+    for (name, b), c in zip(model.named_buffers(), ref.buffers()):
+        torch.testing.assert_close(b, c, msg=lambda m: f"buffer {name}: {m}")
+    program = thunderlab.last_record(j).program
+    fw, bw = program.forward.python(source=False), program.traces["backward"].python(source=False)
+    assert "eager_vjp" not in bw, bw
+    for kernel in ("convolution_backward", "batch_norm_backward_saved", "max_pool2d_backward", "avg_pool2d_backward",
+                   "adaptive_avg_pool2d_backward", "hardtanh_backward"):
+        assert f"ltorch.{kernel}(" in bw, f"{kernel} missing from\n{bw}"
+    assert "ltorch.native_batch_norm(" in fw and "ltorch.max_pool2d_with_indices(" in fw, fw

@@ -170,7 +170,9 @@ class Lowering:
         if target is operator.setitem and isinstance(args[0], TensorProxy):
             self.inplace(args[0], functional_symbol(operator.setitem, "setitem"), "setitem", args, kwargs)
             return None
-        if not proxies_in((args, kwargs)) and mapping.lookup(target) is None:
+        # sizes arrive as Python numbers (symbolic sizes are lowered to this call's values), so arithmetic
+        # on them stays Python arithmetic even where the operator also has a symbol for tensors
+        if not proxies_in((args, kwargs)) and (mapping.lookup(target) is None or _python_operator(target)):
             with torch.random.fork_rng(devices=[]):  # run to see what it makes: a draw here is not the program's
                 out = target(*args, **kwargs)
             if not any(isinstance(v, torch.Tensor) for v in tree_flatten(out)):
@@ -240,6 +242,10 @@ class Lowering:
         if not isinstance(value, TensorProxy):
             raise TraceError(f"in-place {entry} gives no tensor to write into {target.name}")
         return self.fz.write(target, value, entry)
+
+
+def _python_operator(target) -> bool:
+    return getattr(target, "__module__", None) in ("_operator", "operator")
 
 
 def _query(p: TensorProxy, name, *args):

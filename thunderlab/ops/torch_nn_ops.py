@@ -71,13 +71,13 @@ def _scaled_sum(a, m1, m2, beta, alpha):
 
 
 @_sym("addmm", torch.addmm, methods=("addmm",))
-def addmm(a, m1, m2, *, beta=1, alpha=1):
-    return _scaled_sum(a, m1, m2, beta, alpha)
+def addmm(a, mat1, mat2, *, beta=1, alpha=1):  # torch's keyword names: addmm(x, mat1=..., mat2=...)
+    return _scaled_sum(a, mat1, mat2, beta, alpha)
 
 
 @_sym("baddbmm", torch.baddbmm, methods=("baddbmm",))
-def baddbmm(a, b1, b2, *, beta=1, alpha=1):
-    return _scaled_sum(a, b1, b2, beta, alpha)
+def baddbmm(a, batch1, batch2, *, beta=1, alpha=1):  # BLOOM calls x.baddbmm(batch1=..., batch2=...)
+    return _scaled_sum(a, batch1, batch2, beta, alpha)
 
 
 opaque_symbol("einsum", torch.functional.einsum, torch.einsum)

@@ -421,8 +421,10 @@ def _shape_arg(size):
 
 
 def _creation(name, fn, value):
-    def decomposition(*size, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False, out=None):
-        return prims.full(_shape_arg(size), value, dtype=dtype or torch.get_default_dtype(),
+    # torch.zeros(2, 3), torch.zeros((2, 3)) and torch.zeros(size=(2, 3)) (as BEiT calls it) are one call
+    def decomposition(*sizes, size=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False,
+                      out=None):
+        return prims.full(_shape_arg(sizes if size is None else (size,)), value, dtype=dtype or torch.get_default_dtype(),
                           device=torch.device(device or "cpu"), requires_grad=requires_grad)
 
     torchsymbol(fn, name=name)(decomposition)

@@ -40,8 +40,16 @@ def _layer_norm_backward(g, a, normalized_shape, weight, bias, eps):
     return tuple(aten.native_layer_norm_backward(g, a, list(normalized_shape), mean, rstd, weight, bias, mask))
 
 
+def _additive(mask, dtype):
+    """A boolean attention mask as the additive one the fused kernels take (eager's sdpa converts it alike)."""
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask.logical_not(), -math.inf)
+
+
 def _sdpa_backward(g, q, k, v, attn_mask, is_causal, scale):
     if q.device.type == "cpu":
+        attn_mask = _additive(attn_mask, q.dtype)
         out, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale)
         return tuple(aten._scaled_dot_product_flash_attention_for_cpu_backward(
             g, q, k, v, out, lse, 0.0, is_causal, attn_mask=attn_mask, scale=scale))
@@ -229,10 +237,12 @@ def _layer_norm_backward_saved_meta(g, a, normalized_shape, mean, rstd, weight, 
 
 
 def _sdpa_cpu(q, k, v, is_causal, attn_mask, scale):
+    attn_mask = _additive(attn_mask, q.dtype)
     return tuple(aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal, attn_mask=attn_mask, scale=scale))
 
 
 def _sdpa_cpu_backward(g, q, k, v, out, lse, is_causal, attn_mask, scale):
+    attn_mask = _additive(attn_mask, q.dtype)
     return tuple(aten._scaled_dot_product_flash_attention_for_cpu_backward(
         g, q, k, v, out, lse, 0.0, is_causal, attn_mask=attn_mask, scale=scale))
 
@@ -278,7 +288,7 @@ def _(b):
     p = _sdpa_params(b)
     q, k, v, mask = p["q"], p["k"], p["v"], p.get("attn_mask")
     if (q.device.type != "cpu" or p.get("dropout_p", 0.0) or p.get("enable_gqa", False)
-            or not q.ndim == k.ndim == v.ndim == 4 or (_is_t(mask) and (mask.requires_grad or mask.dtype == torch.bool))):
+            or not q.ndim == k.ndim == v.ndim == 4 or (_is_t(mask) and mask.requires_grad)):
         return NotImplemented  # the CPU flash kernel's conditions; otherwise backward recomputes
     return sdpa_cpu(q, k, v, bool(p.get("is_causal", False)), mask, p.get("scale"))
 

@@ -1,0 +1,148 @@
+"""Run one zoo model in one mode through thunderlab and compare it with eager PyTorch.
+
+Modes:
+  jit      inference through ``thunderlab.jit``;
+  compile  inference through ``torch.compile(backend="thunderlab")``;
+  train    model.train(): loss, outputs, every parameter's gradient and every buffer equal to eager;
+  shapes   inference through ``thunderlab.jit`` on one batch, then on a second batch size and length.
+A result is "pass", "wrong" (ran, but a value differs from eager) or "error" (raised where eager ran).
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+
+import torch
+
+import thunderlab
+
+from .models import Entry, inputs, pair
+
+MODES = ("jit", "compile", "train", "shapes")
+RTOL, ATOL = 1e-4, 1e-5  # float32: a different order of summation, not a different result
+GRAD_ATOL = 1e-4
+
+
+@dataclass
+class Result:
+    status: str  # pass | wrong | error
+    detail: str = ""
+    first_call_s: float | None = None  # the first compiled call (capture, passes and run)
+
+
+class Mismatch(AssertionError):
+    pass
+
+
+def leaves(out) -> list[torch.Tensor]:
+    """The tensors of a model output (a ModelOutput, tuple or tensor), in order."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in leaves(o)]
+    return []
+
+
+def close(what: str, got, want, atol: float = ATOL) -> None:
+    try:
+        torch.testing.assert_close(got, want, rtol=RTOL, atol=atol)
+    except AssertionError as e:
+        raise Mismatch(f"{what}: {str(e).strip().splitlines()[0]} {_worst(got, want)}") from None
+
+
+def _worst(got, want) -> str:
+    if isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor) and got.shape == want.shape:
+        return f"(max |err| {(got.double() - want.double()).abs().max().item():.3g})"
+    return ""
+
+
+def compare_outputs(got, want, prefix: str = "output") -> None:
+    g, w = leaves(got), leaves(want)
+    if len(g) != len(w):
+        raise Mismatch(f"{prefix}: {len(g)} tensors, eager gives {len(w)}")
+    for i, (a, b) in enumerate(zip(g, w)):
+        close(f"{prefix} {i}", a.detach(), b.detach())
+
+
+def run(entry: Entry, attn: str | None, mode: str) -> Result:
+    """Run ``entry`` in ``mode``; never raises for the model's sake (errors become results)."""
+    torch._dynamo.reset()
+    first = None
+    try:
+        model, ref = pair(entry, attn)
+        first = _MODES[mode](entry, model, ref)
+        return Result("pass", "", first)
+    except Mismatch as e:
+        return Result("wrong", str(e), first)
+    except Exception as e:  # noqa: BLE001: any failure of the compiled model is the finding
+        tb = traceback.extract_tb(e.__traceback__)
+        where = next((f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in reversed(tb)
+                      if "thunderlab" in f.filename), "")
+        return Result("error", f"{type(e).__name__}: {str(e)[:400]} [{where}]", first)
+
+
+def _timed(fn, *args, **kwargs):
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0
+
+
+def _inference(entry, model, ref, compiled):
+    x = inputs(entry, model)
+    with torch.no_grad():
+        want = ref(**x)
+        got, first = _timed(compiled, **x)
+    compare_outputs(got, want)
+    return first
+
+
+def _jit(entry, model, ref):
+    return _inference(entry, model, ref, thunderlab.jit(model))
+
+
+def _compile(entry, model, ref):
+    return _inference(entry, model, ref, torch.compile(model, backend="thunderlab"))
+
+
+def _train(entry, model, ref):
+    model.train(), ref.train()
+    x = inputs(entry, model)
+    got, first = _timed(thunderlab.jit(model), **x)
+    got.loss.backward()
+    want = ref(**x)
+    want.loss.backward()
+    close("loss", got.loss.detach(), want.loss.detach())
+    compare_outputs(got, want)
+    params = dict(ref.named_parameters())
+    for name, p in model.named_parameters():
+        q = params[name]
+        if (p.grad is None) != (q.grad is None):
+            raise Mismatch(f"grad of {name}: {'none' if p.grad is None else 'present'}, eager's is "
+                           f"{'none' if q.grad is None else 'present'}")
+        if p.grad is not None:
+            close(f"grad of {name}", p.grad, q.grad, atol=GRAD_ATOL)
+    buffers = dict(ref.named_buffers())
+    for name, b in model.named_buffers():
+        close(f"buffer {name}", b, buffers[name])
+    return first
+
+
+def _shapes(entry, model, ref):
+    compiled = thunderlab.jit(model)
+    first = None
+    for batch, length in ((2, 8), (3, 12)):
+        x = inputs(entry, model, batch=batch, length=length)
+        with torch.no_grad():
+            want = ref(**x)
+            got, t = _timed(compiled, **x)
+        first = t if first is None else first
+        compare_outputs(got, want, prefix=f"batch {batch} length {length}: output")
+    return first
+
+
+_MODES = {"jit": _jit, "compile": _compile, "train": _train, "shapes": _shapes}
