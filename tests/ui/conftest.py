@@ -1,6 +1,12 @@
 """A real headless Chromium (Debian's), driven by Playwright; no browser is downloaded."""
+import contextlib
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -31,3 +37,39 @@ def page(browser):
     pg.errors = errors
     yield pg
     ctx.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def jupyterlab_server(work, env, *extra_args):
+    """A real JupyterLab server on a free localhost port, serving ``work``; yields (url, token)."""
+    port, token = _free_port(), "thunderlab-test"
+    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
+                             "--ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
+                             "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                             *extra_args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=work)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while True:
+        try:
+            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            if time.time() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("JupyterLab did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
+            time.sleep(0.5)
+    try:
+        yield url, token
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

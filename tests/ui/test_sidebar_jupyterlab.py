@@ -7,14 +7,12 @@ after a kernel restart. Screenshots land in build/ui-artifacts (THUNDERLAB_UI_AR
 """
 import json
 import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.ui.conftest import jupyterlab_server
 
 REPO = Path(__file__).parents[2]
 LABEXT = REPO / "thunderlab" / "jupyter" / "labextension"
@@ -48,12 +46,6 @@ def _notebook() -> dict:
             "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     if not (LABEXT / "package.json").exists():
@@ -72,29 +64,8 @@ def lab(tmp_path_factory):
     work = root / "work"
     work.mkdir()
     (work / "sidebar.ipynb").write_text(json.dumps(_notebook()))
-    port, token = _free_port(), "thunderlab-test"
-    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-                             "--ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
-                             "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
-                             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=work)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
-            break
-        except OSError:
-            if time.time() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("JupyterLab did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
-            time.sleep(0.5)
-    yield url, token
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with jupyterlab_server(work, env, "--LabApp.expose_app_in_browser=True") as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -1,22 +1,13 @@
 """The PassDebugger widget in a real JupyterLab server and a real browser: it renders, and its clicks reach the kernel."""
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.ui.conftest import jupyterlab_server
+
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "pass_debugger.ipynb"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -31,28 +22,8 @@ def lab(tmp_path_factory):
     work = root / "work"
     work.mkdir()
     shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
-    port, token = _free_port(), "thunderlab-test"
-    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-                             "--ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}",
-                             "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=work)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while True:
-        try:
-            urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
-            break
-        except OSError:
-            if time.time() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail("JupyterLab did not start: " + proc.stdout.read().decode(errors="replace")[-2000:])
-            time.sleep(0.5)
-    yield url, token
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with jupyterlab_server(work, env) as server:
+        yield server
 
 
 def test_widget_renders_and_talks_to_the_kernel(lab, page):
