@@ -1,5 +1,5 @@
 // Offline HTML report: renders the payload embedded in the page; stepping is local.
-import { renderRecord, type Payload } from "./views";
+import { payloadProblem, renderRecord, type Payload } from "./views";
 
 function start(): void {
   const root = document.getElementById("thunderlab-root");
@@ -10,6 +10,12 @@ function start(): void {
     payload = JSON.parse(data.textContent ?? "") as Payload;
   } catch (e) {
     root.textContent = `thunderlab: cannot read the embedded record: ${String(e)}`;
+    return;
+  }
+  const problem = payloadProblem(payload);
+  if (problem) {
+    root.textContent = `thunderlab cannot show this report: ${problem}.`;
+    root.setAttribute("role", "alert");
     return;
   }
   const show = (current: number): void => renderRecord(root, payload, { current, onSelect: show });

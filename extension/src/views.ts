@@ -31,6 +31,24 @@ export interface RenderOptions {
 
 // ---------------------------------------------------------------- pure helpers (tested under node)
 
+export const SCHEMA = "thunderlab.record/v1";
+
+/** Why ``p`` cannot be shown as a record, in words for the page; null when it can. */
+export function payloadProblem(p: unknown): string | null {
+  if (typeof p !== "object" || p === null || Array.isArray(p)) return "the embedded data is not a thunderlab record (not a JSON object)";
+  const o = p as Record<string, unknown>;
+  if (o.schema !== SCHEMA) {
+    const got = typeof o.schema === "string" ? `"${o.schema}"` : "no schema";
+    return `this record has ${got}, and this viewer reads "${SCHEMA}": write the report again with the thunderlab that shows it (rec.to_html)`;
+  }
+  const missing = ["name", "pipeline", "steps"].filter((k) => !(k in o));
+  if (missing.length) return `this record lacks ${missing.join(", ")}: it was cut short or edited by hand`;
+  if (!Array.isArray(o.steps) || o.steps.length === 0) return "this record has no steps to show";
+  const bad = (o.steps as unknown[]).findIndex((st) => typeof st !== "object" || st === null || typeof (st as Record<string, unknown>).spec !== "string");
+  if (bad >= 0) return `step ${bad} of this record is not a step (it has no pass spec)`;
+  return null;
+}
+
 export type DiffKind = "add" | "del" | "hunk" | "ctx" | "meta";
 
 export function classifyDiffLine(line: string): DiffKind {

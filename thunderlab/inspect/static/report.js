@@ -1,6 +1,21 @@
 "use strict";
 (() => {
   // src/views.ts
+  var SCHEMA = "thunderlab.record/v1";
+  function payloadProblem(p) {
+    if (typeof p !== "object" || p === null || Array.isArray(p)) return "the embedded data is not a thunderlab record (not a JSON object)";
+    const o = p;
+    if (o.schema !== SCHEMA) {
+      const got = typeof o.schema === "string" ? `"${o.schema}"` : "no schema";
+      return `this record has ${got}, and this viewer reads "${SCHEMA}": write the report again with the thunderlab that shows it (rec.to_html)`;
+    }
+    const missing = ["name", "pipeline", "steps"].filter((k) => !(k in o));
+    if (missing.length) return `this record lacks ${missing.join(", ")}: it was cut short or edited by hand`;
+    if (!Array.isArray(o.steps) || o.steps.length === 0) return "this record has no steps to show";
+    const bad = o.steps.findIndex((st) => typeof st !== "object" || st === null || typeof st.spec !== "string");
+    if (bad >= 0) return `step ${bad} of this record is not a step (it has no pass spec)`;
+    return null;
+  }
   function classifyDiffLine(line) {
     if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("\\")) return "meta";
     if (line.startsWith("@@")) return "hunk";
@@ -520,6 +535,12 @@
       payload = JSON.parse(data.textContent ?? "");
     } catch (e) {
       root.textContent = `thunderlab: cannot read the embedded record: ${String(e)}`;
+      return;
+    }
+    const problem = payloadProblem(payload);
+    if (problem) {
+      root.textContent = `thunderlab cannot show this report: ${problem}.`;
+      root.setAttribute("role", "alert");
       return;
     }
     const show = (current) => renderRecord(root, payload, { current, onSelect: show });
