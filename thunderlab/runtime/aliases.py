@@ -1,7 +1,11 @@
 """Inputs and outputs that share memory: which inputs overlap, and outputs re-made as views of inputs."""
 from __future__ import annotations
 
+import itertools
+
 import torch
+
+from thunderlab.core.symbols import tree_map
 
 
 def _extent(t: torch.Tensor) -> tuple[int, int, int]:
@@ -65,17 +69,6 @@ def with_input_views(fn, views):
 
 
 def _replace_tensors(out, made: dict):
-    count = iter(range(1 << 62))
-
-    def walk(v):
-        if isinstance(v, tuple):
-            return tuple(walk(e) for e in v)
-        if isinstance(v, list):
-            return [walk(e) for e in v]
-        if isinstance(v, dict):
-            return {k: walk(e) for k, e in v.items()}
-        if isinstance(v, torch.Tensor):
-            return made.get(next(count), v)
-        return v
-
-    return walk(out)
+    """``out`` with its k-th tensor (in tree order) replaced by ``made[k]`` where given."""
+    count = itertools.count()
+    return tree_map(lambda v: made.get(next(count), v) if isinstance(v, torch.Tensor) else v, out)
