@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
 import itertools
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from .proxies import TensorProxy
@@ -64,6 +67,9 @@ class Symbol:
     tags: frozenset = frozenset()  # Tag values
     printer: Callable | None = None  # custom printing, e.g. `del`
     qualname: str | None = None  # how the printed program spells the call
+    # a function whose parameters name the op's arguments (``BoundSymbol.params``) when neither the
+    # decomposition nor the meta has named ones (an op kept whole, whose meta takes ``*args``)
+    signature: Callable | None = None
 
     def __post_init__(self):
         if self.qualname is None:
@@ -78,6 +84,15 @@ class Symbol:
     def side_effect(self) -> bool:
         return Tag.SIDE_EFFECT in self.tags
 
+    def parameters(self) -> inspect.Signature:
+        """The op's parameters: from ``signature``, else the decomposition, the implementation or the meta."""
+        for fn in (self.signature, self.decomposition, self.impl, self.meta):
+            sig = _signature(fn) if fn is not None else None
+            if sig is not None:
+                return sig
+        raise TypeError(f"{self.qualname} has no named parameters: declare it with signature=a function whose "
+                        f"parameters name its arguments")
+
     def __call__(self, *args, **kwargs):
         from .trace import current_trace
 
@@ -88,6 +103,26 @@ class Symbol:
 
     def __repr__(self) -> str:
         return f"Symbol({self.qualname})"
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(fn) -> inspect.Signature | None:
+    """``fn``'s signature when it names its parameters (not only ``*args, **kwargs``)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    kinds = {p.kind for p in sig.parameters.values()}
+    if not kinds - {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}:
+        return None
+    return sig
+
+
+class Params(SimpleNamespace):
+    """A call's arguments by the op's parameter names, defaults filled in (``p.eps``, ``p.weight``)."""
+
+    def get(self, name: str, default=None):
+        return getattr(self, name, default)
 
 
 def tree_flatten(x) -> list:
@@ -156,6 +191,16 @@ class BoundSymbol:
     @cached_property
     def outputs(self) -> list[TensorProxy]:
         return proxies_in(self.output)
+
+    @cached_property
+    def params(self) -> Params:
+        """The arguments bound to the op's parameter names, with defaults: ``b.params.eps``."""
+        try:
+            bound = self.sym.parameters().bind(*self.args, **self.kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self.sym.qualname}: its arguments do not fit its parameters: {e}") from None
+        bound.apply_defaults()
+        return Params(**bound.arguments)
 
     def meta_key(self) -> tuple:
         """Identifies this call's symbol, argument and output objects (shared by re-labelled copies)."""

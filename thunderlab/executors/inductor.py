@@ -9,6 +9,7 @@ import torch
 
 from thunderlab.core.symbols import BoundSymbol, Symbol, Tag
 from thunderlab.core.trace import region_trace
+from thunderlab.ops.rules import draws
 
 from .base import Executor, bind, register_executor
 from .region import RegionRunner
@@ -29,21 +30,6 @@ def cache_dir() -> str:
                          "thunderlab", "inductor")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
     return d
-
-
-def _arg(b: BoundSymbol, i: int, name: str, default):
-    return b.args[i] if len(b.args) > i else b.kwargs.get(name, default)
-
-
-def _draws_random(b: BoundSymbol) -> bool:
-    """Whether this call really draws random numbers (dropout that drops, attention with dropout)."""
-    if not b.sym.random:
-        return False
-    if b.sym.name == "dropout":
-        return bool(_arg(b, 2, "training", True)) and _arg(b, 1, "p", 0.5) > 0
-    if b.sym.name == "scaled_dot_product_attention":
-        return _arg(b, 4, "dropout_p", 0.0) > 0
-    return True
 
 
 class InductorExecutor(Executor):
@@ -72,7 +58,7 @@ class InductorExecutor(Executor):
             return False, f"{s.qualname} is bookkeeping"
         if s.side_effect:
             return False, f"{s.qualname} writes to an argument"
-        if _draws_random(bsym):
+        if draws(bsym):  # dropout that drops, attention with dropout: each op says when (ops.rules.DRAWS)
             return False, f"{s.qualname} is random: inductor's generator differs from eager torch's"
         devices = {p.device.type for p in bsym.inputs + bsym.outputs}
         if devices - {"cpu", "cuda"}:

@@ -147,10 +147,13 @@ def _binary_impl(fn):
     return impl
 
 
+def _unary_params(a): ...
+
+
 for _n, _f in UNARY.items():
-    prim(_n, _f, _elementwise_meta(_n))
+    prim(_n, _f, _elementwise_meta(_n), signature=_unary_params)
 for _n, _f in PREDICATES.items():
-    prim(_n, _f, _elementwise_meta(_n, torch.bool))
+    prim(_n, _f, _elementwise_meta(_n, torch.bool), signature=_unary_params)
 for _n, _f in BINARY.items():
     prim(_n, _binary_impl(_f), _elementwise_meta(_n))
 for _n, _f in COMPARISONS.items():
@@ -241,7 +244,7 @@ def _broadcast_in_dim_impl(a, shape, broadcast_dimensions):
     return a.reshape(view).expand(shape)
 
 
-prim("broadcast_in_dim", _broadcast_in_dim_impl, _broadcast_in_dim_meta)
+prim("broadcast_in_dim", _broadcast_in_dim_impl, _broadcast_in_dim_meta, tags={Tag.VIEW})
 
 
 def _reshape_meta(a, shape):
@@ -249,7 +252,7 @@ def _reshape_meta(a, shape):
     return _new(shape, a.dtype, a.device, [a])
 
 
-prim("reshape", lambda a, shape: a.reshape(shape), _reshape_meta)
+prim("reshape", lambda a, shape: a.reshape(shape), _reshape_meta, tags={Tag.VIEW})
 
 
 def _transpose_meta(a, permutation):
@@ -257,7 +260,7 @@ def _transpose_meta(a, permutation):
     return _new(tuple(a.shape[p] for p in permutation), a.dtype, a.device, [a])
 
 
-prim("transpose", lambda a, permutation: a.permute(permutation), _transpose_meta)
+prim("transpose", lambda a, permutation: a.permute(permutation), _transpose_meta, tags={Tag.VIEW})
 
 
 def _slice_meta(a, start_indices, end_indices, strides=None):
@@ -275,7 +278,7 @@ def _slice_impl(a, start_indices, end_indices, strides=None):
     return a[tuple(slice(s, e, st) for s, e, st in zip(start_indices, end_indices, strides))]
 
 
-prim("slice", _slice_impl, _slice_meta)
+prim("slice", _slice_impl, _slice_meta, tags={Tag.VIEW})
 
 
 def _squeeze_meta(a, dims):
@@ -284,7 +287,7 @@ def _squeeze_meta(a, dims):
     return _new([s for i, s in enumerate(a.shape) if i not in dims], a.dtype, a.device, [a])
 
 
-prim("squeeze", lambda a, dims: a.squeeze(tuple(dims)) if dims else a.view(a.shape), _squeeze_meta)
+prim("squeeze", lambda a, dims: a.squeeze(tuple(dims)) if dims else a.view(a.shape), _squeeze_meta, tags={Tag.VIEW})
 
 
 def _cat_meta(tensors, dim):
@@ -424,9 +427,16 @@ prim("topk", lambda a, k, dim, largest, sorted: tuple(torch.topk(a, k, dim, larg
 
 
 # -- linear algebra and convolution -------------------------------------------------------
-prim("matmul", torch.matmul, torch_meta(torch.matmul, "prims.matmul"))
-prim("linear", torch.nn.functional.linear, torch_meta(torch.nn.functional.linear, "prims.linear"))
-prim("convolution", torch.convolution, torch_meta(torch.convolution, "prims.convolution"))
+def _linear_params(a, weight, bias=None): ...
+def _convolution_params(a, weight, bias, stride, padding, dilation, transposed, output_padding, groups): ...
+
+
+prim("matmul", torch.matmul, torch_meta(torch.matmul, "prims.matmul"), signature=lambda a, b: None,
+     tags={Tag.DONT_RECOMPUTE})
+prim("linear", torch.nn.functional.linear, torch_meta(torch.nn.functional.linear, "prims.linear"),
+     signature=_linear_params, tags={Tag.DONT_RECOMPUTE})
+prim("convolution", torch.convolution, torch_meta(torch.convolution, "prims.convolution"),
+     signature=_convolution_params, tags={Tag.DONT_RECOMPUTE})
 
 
 # -- memory -------------------------------------------------------------------------------

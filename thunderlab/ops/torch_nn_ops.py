@@ -10,7 +10,8 @@ import torch.nn.functional as F
 from thunderlab.core.symbols import Tag
 
 from . import prims
-from .torch_ops import _convert, _dims, _is_t, _keep, opaque_symbol, torchsymbol
+from .rules import DRAWS
+from .torch_ops import _convert, dims_of, _is_t, _keep, opaque_symbol, torchsymbol
 
 __all__ = []
 _nn = torch._C._nn
@@ -38,22 +39,22 @@ def _up(a):
 
 
 # -- linear algebra ------------------------------------------------------------------------
-@_sym("linear", F.linear, _nn.linear)
+@_sym("linear", F.linear, _nn.linear, tags={Tag.DONT_RECOMPUTE})
 def linear(a, weight, bias=None):
     return prims.linear(a, weight, bias)
 
 
-@_sym("matmul", torch.matmul, operator.matmul, methods=("matmul", "__matmul__"))
+@_sym("matmul", torch.matmul, operator.matmul, methods=("matmul", "__matmul__"), tags={Tag.DONT_RECOMPUTE})
 def matmul(a, b):
     return prims.matmul(a, b)
 
 
-@_sym("mm", torch.mm, methods=("mm",))
+@_sym("mm", torch.mm, methods=("mm",), tags={Tag.DONT_RECOMPUTE})
 def mm(a, b):
     return prims.matmul(a, b)
 
 
-@_sym("bmm", torch.bmm, methods=("bmm",))
+@_sym("bmm", torch.bmm, methods=("bmm",), tags={Tag.DONT_RECOMPUTE})
 def bmm(a, b):
     return prims.matmul(a, b)
 
@@ -70,17 +71,18 @@ def _scaled_sum(a, m1, m2, beta, alpha):
     return lt.add(lt.mul(a, beta) if beta != 1 else a, prod)
 
 
-@_sym("addmm", torch.addmm, methods=("addmm",))
+@_sym("addmm", torch.addmm, methods=("addmm",), tags={Tag.DONT_RECOMPUTE})
 def addmm(a, mat1, mat2, *, beta=1, alpha=1):  # torch's keyword names: addmm(x, mat1=..., mat2=...)
     return _scaled_sum(a, mat1, mat2, beta, alpha)
 
 
-@_sym("baddbmm", torch.baddbmm, methods=("baddbmm",))
+@_sym("baddbmm", torch.baddbmm, methods=("baddbmm",), tags={Tag.DONT_RECOMPUTE})
 def baddbmm(a, batch1, batch2, *, beta=1, alpha=1):  # BLOOM calls x.baddbmm(batch1=..., batch2=...)
     return _scaled_sum(a, batch1, batch2, beta, alpha)
 
 
-opaque_symbol("einsum", torch.functional.einsum, torch.einsum)
+opaque_symbol("einsum", torch.functional.einsum, torch.einsum, tags={Tag.DONT_RECOMPUTE},
+              signature=lambda equation, *operands: None)
 
 
 # -- normalization -------------------------------------------------------------------------
@@ -168,7 +170,7 @@ def group_norm(a, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=No
 def softmax(a, dim, dtype=None):
     lt = _lt()
     x = _up(_convert(a, dtype) if dtype else a)
-    d = _dims(a, dim)
+    d = dims_of(a, dim)
     if a.numel():  # shift by the maximum for stability (an empty tensor has none)
         x = lt.sub(x, _keep(prims.amax(x, d), a, d))
     e = lt.exp(x)
@@ -186,7 +188,8 @@ def log_softmax(a, dim, dtype=None):
 
 # -- dropout, embedding, attention ---------------------------------------------------------
 # (output, keep mask): what eager's dropout runs on these devices (ATen's fused kernel), kept whole
-native_dropout = opaque_symbol("native_dropout", torch.native_dropout, tags={Tag.RANDOM})
+native_dropout = opaque_symbol("native_dropout", torch.native_dropout, tags={Tag.RANDOM},
+                               signature=lambda a, p, train: None)
 FUSED_DROPOUT_DEVICES = {"cuda", "xpu"}
 
 
@@ -206,6 +209,11 @@ def dropout(a, p=0.5, training=True, inplace=False):
     return lt.where(keep, lt.mul(a, 1.0 / (1.0 - p)), 0.0)
 
 
+@DRAWS.register(dropout)
+def _(p):
+    return bool(p.training) and p.p > 0
+
+
 @_sym("embedding", F.embedding, torch.embedding)
 def embedding(a, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
     if max_norm is not None:
@@ -215,7 +223,8 @@ def embedding(a, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_g
     return prims.take(weight, a, 0)
 
 
-@_sym("scaled_dot_product_attention", F.scaled_dot_product_attention, _nn.scaled_dot_product_attention, tags={Tag.RANDOM})
+@_sym("scaled_dot_product_attention", F.scaled_dot_product_attention, _nn.scaled_dot_product_attention,
+      tags={Tag.RANDOM, Tag.DONT_RECOMPUTE})
 def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     lt = _lt()
     if enable_gqa and q.shape[-3] != k.shape[-3]:
@@ -233,6 +242,11 @@ def scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0, is_caus
     if dropout_p > 0:
         probs = dropout(probs, dropout_p, True)
     return lt.matmul(probs, v)
+
+
+@DRAWS.register(scaled_dot_product_attention)
+def _(p):
+    return p.dropout_p > 0
 
 
 # -- losses ------------------------------------------------------------------------------
@@ -306,11 +320,18 @@ def _conv(n):
 _sym("conv1d", F.conv1d, torch.conv1d)(_conv(1))
 _sym("conv2d", F.conv2d, torch.conv2d)(_conv(2))
 _sym("conv3d", F.conv3d, torch.conv3d)(_conv(3))
-opaque_symbol("max_pool2d", F.max_pool2d, torch.max_pool2d)
-opaque_symbol("max_pool1d", F.max_pool1d, torch.max_pool1d)
-opaque_symbol("avg_pool2d", F.avg_pool2d, _nn.avg_pool2d)
-opaque_symbol("avg_pool1d", F.avg_pool1d, torch.avg_pool1d)
-opaque_symbol("adaptive_avg_pool2d", F.adaptive_avg_pool2d, _nn.adaptive_avg_pool2d)
+
+
+def _max_pool_params(a, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False): ...
+def _avg_pool_params(a, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                     divisor_override=None): ...
+
+
+opaque_symbol("max_pool2d", F.max_pool2d, torch.max_pool2d, signature=_max_pool_params)
+opaque_symbol("max_pool1d", F.max_pool1d, torch.max_pool1d, signature=_max_pool_params)
+opaque_symbol("avg_pool2d", F.avg_pool2d, _nn.avg_pool2d, signature=_avg_pool_params)
+opaque_symbol("avg_pool1d", F.avg_pool1d, torch.avg_pool1d, signature=_avg_pool_params)
+opaque_symbol("adaptive_avg_pool2d", F.adaptive_avg_pool2d, _nn.adaptive_avg_pool2d, signature=lambda a, output_size: None)
 
 
 @_sym("pad", F.pad, torch._C._nn.pad)
@@ -323,6 +344,7 @@ def pad(a, pad, mode="constant", value=None):
     return prims.pad(a, 0 if value is None else value, tuple(config))
 
 
-opaque_symbol("one_hot", F.one_hot, torch._C._nn.one_hot)
-opaque_symbol("sort", torch.sort, methods=("sort",))
-opaque_symbol("argsort", torch.argsort, methods=("argsort",))
+opaque_symbol("one_hot", F.one_hot, torch._C._nn.one_hot, signature=lambda a, num_classes=-1: None)
+opaque_symbol("sort", torch.sort, methods=("sort",), signature=lambda a, dim=-1, descending=False, *, stable=False: None)
+opaque_symbol("argsort", torch.argsort, methods=("argsort",),
+              signature=lambda a, dim=-1, descending=False, *, stable=False: None)

@@ -73,7 +73,7 @@ def _dim(d: int, ndim: int) -> int:
     return d % n
 
 
-def _dims(a, dim) -> tuple[int, ...]:
+def dims_of(a, dim) -> tuple[int, ...]:
     if dim is None or dim == [] or dim == ():
         return tuple(range(a.ndim))
     if isinstance(dim, int):
@@ -411,10 +411,11 @@ def detach(a):
         tr.grad_enabled = mode
 
 
-opaque_symbol("contiguous", torch.Tensor.contiguous, methods=("contiguous",))
+opaque_symbol("contiguous", torch.Tensor.contiguous, methods=("contiguous",),
+              signature=lambda a, memory_format=torch.contiguous_format: None)
 
 # -- creation ----------------------------------------------------------------------------
-def _shape_arg(size):
+def shape_arg(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
         return tuple(size[0])
     return tuple(size)
@@ -424,7 +425,7 @@ def _creation(name, fn, value):
     # torch.zeros(2, 3), torch.zeros((2, 3)) and torch.zeros(size=(2, 3)) (as BEiT calls it) are one call
     def decomposition(*sizes, size=None, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False,
                       out=None):
-        return prims.full(_shape_arg(sizes if size is None else (size,)), value, dtype=dtype or torch.get_default_dtype(),
+        return prims.full(shape_arg(sizes if size is None else (size,)), value, dtype=dtype or torch.get_default_dtype(),
                           device=torch.device(device or "cpu"), requires_grad=requires_grad)
 
     torchsymbol(fn, name=name)(decomposition)
@@ -466,7 +467,7 @@ def _new_impl(name):
 for _name, _v in [("new_zeros", 0), ("new_ones", 1), ("new_empty", 0)]:
     def _mk(v):
         def decomposition(a, *size, dtype=None, layout=None, device=None, pin_memory=False, requires_grad=False):
-            return prims.full(_shape_arg(size), v, dtype=dtype or a.dtype, device=torch.device(device or a.device))
+            return prims.full(shape_arg(size), v, dtype=dtype or a.dtype, device=torch.device(device or a.device))
         return decomposition
 
     torchsymbol(getattr(torch.Tensor, _name), name=_name, methods=(_name,), impl=_new_impl(_name))(_mk(_v))
@@ -484,10 +485,15 @@ def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None, pin
     return prims.iota(length, start=start, step=step, dtype=dtype, device=torch.device(device or "cpu"))
 
 
-opaque_symbol("rand", torch.rand, tags={Tag.RANDOM})
-opaque_symbol("randn", torch.randn, tags={Tag.RANDOM})
-opaque_symbol("rand_like", torch.rand_like, tags={Tag.RANDOM})
-opaque_symbol("randn_like", torch.randn_like, tags={Tag.RANDOM})
+def _random_params(*size, generator=None, dtype=None, layout=None, device=None, pin_memory=False,
+                   requires_grad=False, out=None): ...
+def _random_like_params(a, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None): ...
+
+
+opaque_symbol("rand", torch.rand, tags={Tag.RANDOM}, signature=_random_params)
+opaque_symbol("randn", torch.randn, tags={Tag.RANDOM}, signature=_random_params)
+opaque_symbol("rand_like", torch.rand_like, tags={Tag.RANDOM}, signature=_random_like_params)
+opaque_symbol("randn_like", torch.randn_like, tags={Tag.RANDOM}, signature=_random_like_params)
 
 
 # -- reductions --------------------------------------------------------------------------
@@ -503,7 +509,7 @@ def _acc_dtype(a, dtype):
 
 
 def _reduction(prim, a, dim, keepdim, dtype=None):
-    dims = _dims(a, dim)
+    dims = dims_of(a, dim)
     out = prim(_convert(a, dtype) if dtype else a, dims)
     return _keep(out, a, dims) if keepdim else out
 
@@ -522,7 +528,7 @@ def prod(a, dim=None, keepdim=False, *, dtype=None):
 def mean(a, dim=None, keepdim=False, *, dtype=None):
     if not (a.dtype.is_floating_point or a.dtype.is_complex or dtype is not None):
         raise TraceError(f"mean: {a.name} has dtype {a.dtype}; mean needs a floating point or complex input")
-    dims = _dims(a, dim)
+    dims = dims_of(a, dim)
     n = math.prod(a.shape[d] for d in dims) if a.ndim else 1
     comp = dtype or a.dtype
     comp_up = torch.float32 if comp in (torch.float16, torch.bfloat16) else comp
@@ -593,7 +599,7 @@ def _var_impl(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def var(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
-    dims = _dims(a, dim)
+    dims = dims_of(a, dim)
     out = prims.var(a, dims, correction=_correction(unbiased, correction))
     return _keep(out, a, dims) if keepdim else out
 
@@ -619,7 +625,7 @@ def _var_mean_impl(a, dim=None, unbiased=None, keepdim=False, *, correction=None
 def var_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(dim, bool):
         dim, unbiased = None, dim
-    dims = _dims(a, dim)
+    dims = dims_of(a, dim)
     v, m = prims.var_mean(a, dims, correction=_correction(unbiased, correction))
     if keepdim:
         v, m = _keep(v, a, dims), _keep(m, a, dims)
@@ -628,7 +634,7 @@ def var_mean(a, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 @torchsymbol(torch.logsumexp, methods=("logsumexp",))
 def logsumexp(a, dim, keepdim=False):
-    dims = _dims(a, dim)
+    dims = dims_of(a, dim)
     if a.ndim and builtins.any(a.shape[d] == 0 for d in dims):  # no maximum to shift by; the sum is 0, its log -inf
         out = log(prims.sum(exp(a), dims))  # noqa: F821
         return _keep(out, a, dims) if keepdim else out

@@ -6,10 +6,11 @@ import operator
 
 import torch
 
+from thunderlab.core.symbols import Tag
 from thunderlab.core.trace import TraceError
 
 from . import prims
-from .torch_ops import _convert, _dim, _is_t, _shape_arg, broadcast_to_shape, opaque_symbol, torchsymbol
+from .torch_ops import _convert, _dim, _is_t, shape_arg, broadcast_to_shape, opaque_symbol, torchsymbol
 
 __all__ = []  # everything registers itself in TORCH_SYMBOLS and torch_ops' namespace
 
@@ -28,25 +29,25 @@ def _infer(a, shape):
     return tuple(shape)
 
 
-def _register(name, decomposition, *fns, methods=(), impl=None):
-    sym = torchsymbol(*fns, name=name, methods=methods, impl=impl)(decomposition)
+def _register(name, decomposition, *fns, methods=(), impl=None, tags=()):
+    sym = torchsymbol(*fns, name=name, methods=methods, impl=impl, tags=tags)(decomposition)
     globals()[name] = sym
     return sym
 
 
 def _view(a, *shape):
-    return prims.reshape(a, _infer(a, _shape_arg(shape)))
+    return prims.reshape(a, _infer(a, shape_arg(shape)))
 
 
-view = _register("view", _view, torch.Tensor.view, methods=("view",))
-reshape = _register("reshape", _view, torch.reshape, methods=("reshape",), impl=torch.Tensor.reshape)
+view = _register("view", _view, torch.Tensor.view, methods=("view",), tags={Tag.VIEW})
+reshape = _register("reshape", _view, torch.reshape, methods=("reshape",), impl=torch.Tensor.reshape, tags={Tag.VIEW})
 
 
 def _view_as(a, other):
     return prims.reshape(a, other.shape)
 
 
-_register("view_as", _view_as, torch.Tensor.view_as, methods=("view_as", "reshape_as"))
+_register("view_as", _view_as, torch.Tensor.view_as, methods=("view_as", "reshape_as"), tags={Tag.VIEW})
 
 
 def _transpose(a, dim0, dim1):
@@ -61,21 +62,21 @@ def _transpose(a, dim0, dim1):
 
 
 transpose = _register("transpose", _transpose, torch.transpose, torch.swapaxes,
-                      methods=("transpose", "swapaxes", "swapdims"))
+                      methods=("transpose", "swapaxes", "swapdims"), tags={Tag.VIEW})
 
 
 def _t(a):
     return prims.transpose(a, tuple(reversed(range(a.ndim))))
 
 
-_register("t", _t, torch.t, methods=("t",))
+_register("t", _t, torch.t, methods=("t",), tags={Tag.VIEW})
 
 
 def _permute(a, *dims):
-    return prims.transpose(a, tuple(_dim(d, a.ndim) for d in _shape_arg(dims)))
+    return prims.transpose(a, tuple(_dim(d, a.ndim) for d in shape_arg(dims)))
 
 
-permute = _register("permute", _permute, torch.permute, methods=("permute",), impl=torch.Tensor.permute)
+permute = _register("permute", _permute, torch.permute, methods=("permute",), impl=torch.Tensor.permute, tags={Tag.VIEW})
 
 
 def _unsqueeze(a, dim):
@@ -85,7 +86,7 @@ def _unsqueeze(a, dim):
     return prims.reshape(a, tuple(shape))
 
 
-unsqueeze = _register("unsqueeze", _unsqueeze, torch.unsqueeze, methods=("unsqueeze",))
+unsqueeze = _register("unsqueeze", _unsqueeze, torch.unsqueeze, methods=("unsqueeze",), tags={Tag.VIEW})
 
 
 def _squeeze(a, dim=None):
@@ -97,7 +98,7 @@ def _squeeze(a, dim=None):
     return prims.squeeze(a, dims)
 
 
-_register("squeeze", _squeeze, torch.squeeze, methods=("squeeze",))
+_register("squeeze", _squeeze, torch.squeeze, methods=("squeeze",), tags={Tag.VIEW})
 
 
 def _flatten(a, start_dim=0, end_dim=-1):
@@ -108,7 +109,7 @@ def _flatten(a, start_dim=0, end_dim=-1):
     return prims.reshape(a, shape)
 
 
-_register("flatten", _flatten, torch.flatten, methods=("flatten",))
+_register("flatten", _flatten, torch.flatten, methods=("flatten",), tags={Tag.VIEW})
 
 
 def _unflatten(a, dim, sizes):
@@ -125,11 +126,11 @@ class prims_like:  # a stand-in with numel() for _infer
         return self.n
 
 
-_register("unflatten", _unflatten, torch.unflatten, methods=("unflatten",))
+_register("unflatten", _unflatten, torch.unflatten, methods=("unflatten",), tags={Tag.VIEW})
 
 
 def _expand(a, *shape):
-    shape = list(_shape_arg(shape))
+    shape = list(shape_arg(shape))
     offset = len(shape) - a.ndim
     if offset < 0:
         raise TraceError(f"expand: cannot expand {list(a.shape)} to fewer dimensions {shape}")
@@ -141,21 +142,21 @@ def _expand(a, *shape):
     return prims.broadcast_in_dim(a, tuple(shape), tuple(range(offset, len(shape))))
 
 
-expand = _register("expand", _expand, torch.Tensor.expand, methods=("expand",))
+expand = _register("expand", _expand, torch.Tensor.expand, methods=("expand",), tags={Tag.VIEW})
 
 
 def _expand_as(a, other):
     return _expand(a, other.shape)
 
 
-_register("expand_as", _expand_as, torch.Tensor.expand_as, methods=("expand_as",))
+_register("expand_as", _expand_as, torch.Tensor.expand_as, methods=("expand_as",), tags={Tag.VIEW})
 
 
 def _broadcast_to(a, shape):
     return _expand(a, tuple(shape))
 
 
-_register("broadcast_to", _broadcast_to, torch.broadcast_to, methods=("broadcast_to",))
+_register("broadcast_to", _broadcast_to, torch.broadcast_to, methods=("broadcast_to",), tags={Tag.VIEW})
 
 
 def _slice_dim(a, dim, start, stop, step=1):
@@ -181,14 +182,14 @@ def _split(a, split_size_or_sections, dim=0):
     return tuple(outs)
 
 
-split = _register("split", _split, torch.split, methods=("split",))
+split = _register("split", _split, torch.split, methods=("split",), tags={Tag.VIEW})
 
 
 def _split_with_sizes(a, split_sizes, dim=0):
     return _split(a, list(split_sizes), dim)
 
 
-_register("split_with_sizes", _split_with_sizes, torch.Tensor.split_with_sizes, methods=("split_with_sizes",))
+_register("split_with_sizes", _split_with_sizes, torch.Tensor.split_with_sizes, methods=("split_with_sizes",), tags={Tag.VIEW})
 
 
 def _chunk(a, chunks, dim=0):
@@ -197,7 +198,7 @@ def _chunk(a, chunks, dim=0):
     return _split(a, size, d)
 
 
-_register("chunk", _chunk, torch.chunk, methods=("chunk",))
+_register("chunk", _chunk, torch.chunk, methods=("chunk",), tags={Tag.VIEW})
 
 
 def _unbind(a, dim=0):
@@ -205,7 +206,7 @@ def _unbind(a, dim=0):
     return tuple(prims.squeeze(_slice_dim(a, d, i, i + 1), (d,)) for i in range(a.shape[d]))
 
 
-_register("unbind", _unbind, torch.unbind, methods=("unbind",))
+_register("unbind", _unbind, torch.unbind, methods=("unbind",), tags={Tag.VIEW})
 
 
 def _narrow(a, dim, start, length):
@@ -220,7 +221,7 @@ def _narrow(a, dim, start, length):
     return _slice_dim(a, d, start, start + length)
 
 
-_register("narrow", _narrow, torch.narrow, methods=("narrow",))
+_register("narrow", _narrow, torch.narrow, methods=("narrow",), tags={Tag.VIEW})
 
 
 def _select(a, dim, index):
@@ -231,7 +232,7 @@ def _select(a, dim, index):
     return prims.squeeze(_slice_dim(a, d, i, i + 1), (d,))
 
 
-_register("select", _select, torch.select, methods=("select",))
+_register("select", _select, torch.select, methods=("select",), tags={Tag.VIEW})
 
 
 def _cat(tensors, dim=0):
@@ -283,7 +284,7 @@ _register("roll", _roll, torch.roll, methods=("roll",))
 
 
 def _repeat(a, *sizes):
-    sizes = _shape_arg(sizes)
+    sizes = shape_arg(sizes)
     shape = (1,) * (len(sizes) - a.ndim) + a.shape
     a = prims.reshape(a, shape)
     # broadcast each dimension into a new leading axis, then merge the two
@@ -398,4 +399,4 @@ def _advanced(a, key):
     return index(a, key)
 
 
-getitem = _register("getitem", _getitem, operator.getitem, methods=("__getitem__",), impl=operator.getitem)
+getitem = _register("getitem", _getitem, operator.getitem, methods=("__getitem__",), impl=operator.getitem, tags={Tag.VIEW})

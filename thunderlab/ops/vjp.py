@@ -21,24 +21,9 @@ from thunderlab.core.trace import current_trace
 
 from . import prims
 from . import torch_ops as lt
+from .rules import VJP
 
-def rule_table(table: dict[str, Callable], what: str):
-    """A decorator factory that files a function in ``table`` under each symbol name given."""
-
-    def register(*qualnames: str):
-        def deco(fn):
-            for q in qualnames:
-                table[q] = fn
-            return fn
-
-        return deco
-
-    register.__doc__ = f"Register {what} for the named symbols."
-    return register
-
-
-VJP: dict[str, Callable] = {}
-vjp = rule_table(VJP, "a derivative rule")
+vjp = VJP.register
 
 
 def has_rule(b: BoundSymbol) -> bool:
@@ -353,8 +338,9 @@ def _(b, g):
 
 @vjp("prims.slice")
 def _(b, g):
-    a, starts, ends = b.args[:3]
-    strides = b.args[3] if len(b.args) > 3 and b.args[3] else (1,) * a.ndim
+    p = b.params
+    a, starts, ends = p.a, p.start_indices, p.end_indices
+    strides = p.strides or (1,) * a.ndim
     config = []
     for s, st, n, m in zip(starts, strides, a.shape, g.shape):
         last = s + (m - 1) * st + 1 if m else s
@@ -452,7 +438,7 @@ def _var_grad(a, dims, correction, gv):
 @vjp("prims.var")
 def _(b, g):
     a, dims = b.args
-    return [(a, _var_grad(a, dims, b.kwargs["correction"], g))]
+    return [(a, _var_grad(a, dims, b.params.correction, g))]
 
 
 @vjp("prims.var_mean")
@@ -461,7 +447,7 @@ def _(b, g):
     gv, gm = g
     grads = []
     if gv is not None:
-        grads.append((a, _var_grad(a, dims, b.kwargs["correction"], gv)))
+        grads.append((a, _var_grad(a, dims, b.params.correction, gv)))
     if gm is not None:
         n = math.prod(a.shape[d] for d in dims) if dims else 1
         grads.append((a, prims.div(_bcast(gm, a.shape, dims), n)))
@@ -486,9 +472,7 @@ def _(b, g):
 
 @vjp("ltorch.sort")
 def _(b, g):
-    a = b.args[0]
-    dim = b.args[1] if len(b.args) > 1 and isinstance(b.args[1], int) and not isinstance(b.args[1], bool) \
-        else b.kwargs.get("dim", -1)
+    a, dim = b.params.a, b.params.dim
     gv = g[0]
     values, indices = b.output
     if gv is None:
@@ -542,10 +526,11 @@ def _(b, g):
     return [(a, prims.reshape(ga, a.shape)), (c, prims.reshape(gc, c.shape))]
 
 
-@vjp("prims.linear", "ltorch.linear")
-def _(b, g):
-    a, w = b.args[:2]
-    bias = b.args[2] if len(b.args) > 2 else b.kwargs.get("bias")
+@vjp("prims.linear")
+def linear_by_prims(b, g):
+    """The gradient of ``linear(a, weight, bias)`` in prims (any rank, vectors included)."""
+    p = b.params
+    a, w, bias = p.a, p.weight, p.bias
     ga = prims.matmul(g, w)
     g2 = prims.reshape(g, (g.numel() // g.shape[-1], g.shape[-1])) if g.ndim != 2 else g
     a2 = prims.reshape(a, (a.numel() // a.shape[-1], a.shape[-1])) if a.ndim != 2 else a
@@ -564,89 +549,19 @@ def _(b, g):
 def _(b, g):
     # rsub(a, b, alpha) = b - alpha * a. (Its decomposition calls ltorch.sub with alpha=None,
     # which torch.sub rejects when autodiff runs that call by itself.)
-    a, c = b.args[:2]
-    alpha = b.kwargs.get("alpha")
+    a, c, alpha = b.params.a, b.params.b, b.params.alpha
     ga = prims.neg(g) if alpha in (None, 1) else prims.mul(g, -alpha)
     return [(a, sum_to(ga, a.shape) if _is_t(a) else None), (c, sum_to(g, c.shape) if _is_t(c) else None)]
 
 
-@vjp("ltorch.layer_norm")
-def _(b, g):
-    a, normalized_shape = b.args[:2]
-    rest = list(b.args[2:]) + [None] * 3
-    weight = b.kwargs.get("weight", rest[0])
-    bias = b.kwargs.get("bias", rest[1])
-    eps = b.kwargs.get("eps", rest[2] if rest[2] is not None else 1e-5)
-    dims = tuple(range(a.ndim - len(normalized_shape), a.ndim))
-    n = math.prod(normalized_shape)
-    var, mean = prims.var_mean(a, dims, correction=0)
-    rstd = _bcast(prims.rsqrt(prims.add(var, eps)), a.shape, dims)
-    xhat = prims.mul(prims.sub(a, _bcast(mean, a.shape, dims)), rstd)
-    gx = lt.mul(g, weight) if _is_t(weight) else g
-    s1 = _bcast(prims.sum(gx, dims), a.shape, dims)
-    s2 = _bcast(prims.sum(prims.mul(gx, xhat), dims), a.shape, dims)
-    ga = prims.mul(prims.mul(rstd, 1.0 / n), prims.sub(prims.sub(prims.mul(gx, float(n)), s1), prims.mul(xhat, s2)))
-    lead = tuple(range(a.ndim - len(normalized_shape)))
-    pairs = [(a, ga)]
-    if _is_t(weight):
-        pairs.append((weight, prims.sum(prims.mul(g, xhat), lead) if lead else prims.mul(g, xhat)))
-    if _is_t(bias):
-        pairs.append((bias, prims.sum(g, lead) if lead else g))
-    return pairs
-
-
-@vjp("ltorch.embedding")
-def _(b, g):
-    idx, weight = b.args[:2]
-    n = idx.numel()
-    g2 = prims.reshape(g, (n, weight.shape[1]))
-    i2 = prims.broadcast_in_dim(prims.reshape(idx, (n,)), (n, weight.shape[1]), (0,))
-    zero = prims.full(weight.shape, 0.0, dtype=g.dtype, device=g.device)
-    padding_idx = b.args[2] if len(b.args) > 2 else b.kwargs.get("padding_idx")
-    if padding_idx is not None:
-        keep = lt.ne(i2, padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx)
-        g2 = lt.where(keep, g2, 0.0)
-    return [(weight, prims.scatter_add(zero, 0, i2, g2))]
-
-
-@vjp("ltorch.scaled_dot_product_attention")
-def _(b, g):
-    sig = ["q", "k", "v", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
-    p = dict(zip(sig, b.args))
-    p.update(b.kwargs)
-    q, k, v = p["q"], p["k"], p["v"]
-    mask, causal, scale = p.get("attn_mask"), p.get("is_causal", False), p.get("scale")
-    if p.get("dropout_p", 0.0) or (p.get("enable_gqa") and q.shape[-3] != k.shape[-3]):
-        return NotImplemented
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    scores = lt.mul(lt.matmul(q, _mT(k)), scale)
-    L, S = q.shape[-2], k.shape[-2]
-    if causal:
-        scores = lt.where(lt.tril(prims.full((L, S), True, dtype=torch.bool, device=q.device)), scores, -float("inf"))
-    if _is_t(mask):
-        scores = lt.where(mask, scores, -float("inf")) if mask.dtype == torch.bool else lt.add(scores, mask)
-    probs = lt.softmax(scores, -1)
-    gv = sum_to(lt.matmul(_mT(probs), g), v.shape)
-    gp = lt.matmul(g, _mT(v))
-    gs = lt.mul(probs, lt.sub(gp, lt.sum(lt.mul(gp, probs), -1, keepdim=True)))
-    gq = sum_to(lt.mul(lt.matmul(gs, k), scale), q.shape)
-    gk = sum_to(lt.mul(lt.matmul(_mT(gs), q), scale), k.shape)
-    pairs = [(q, gq), (k, gk), (v, gv)]
-    if _is_t(mask) and mask.dtype.is_floating_point and mask.requires_grad:
-        pairs.append((mask, sum_to(gs, mask.shape)))
-    return pairs
-
-
 @vjp("ltorch.cross_entropy")
 def _(b, g):
-    sig = ["a", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"]
-    p = dict(zip(sig, b.args))
-    p.update(b.kwargs)
-    a, target = p["a"], p["target"]
-    if (p.get("weight") is not None or p.get("label_smoothing", 0.0) or target.dtype.is_floating_point
-            or a.ndim != 2 or p.get("size_average") is not None or p.get("reduce") is not None):
+    p = b.params
+    a, target = p.a, p.target
+    if (p.weight is not None or p.label_smoothing or target.dtype.is_floating_point
+            or a.ndim != 2 or p.size_average is not None or p.reduce is not None):
         return NotImplemented
-    ignore, reduction = p.get("ignore_index", -100), p.get("reduction", "mean")
+    ignore, reduction = p.ignore_index, p.reduction
     probs = lt.softmax(a, 1)
     n, c = a.shape
     classes = prims.broadcast_in_dim(prims.iota(c, start=0, step=1, dtype=target.dtype, device=a.device), (n, c), (1,))
@@ -730,7 +645,7 @@ def _(b, g):
     gout = g[0] if isinstance(g, tuple) else g
     if gout is None:
         return []
-    a, p = b.args[0], b.args[1]
+    a, p = b.params.a, b.params.p
     # eager's native_dropout_backward: the gradient where the mask kept, scaled as the output was
     return [(a, lt.mul(lt.mul(gout, b.output[1]), 1.0 / (1.0 - p)))]
 

@@ -46,30 +46,19 @@ convolution_backward = backward_symbol("convolution_backward", _convolution_back
 
 @vjp("prims.convolution")
 def _(b, g):
-    a, weight, bias, stride, padding, dilation, transposed, output_padding, groups = b.args
-    ga, gw, gb = convolution_backward(g, a, weight, _is_t(bias), stride, padding, dilation, transposed,
-                                      output_padding, groups, a.requires_grad)
+    p = b.params
+    a, weight, bias = p.a, p.weight, p.bias
+    ga, gw, gb = convolution_backward(g, a, weight, _is_t(bias), p.stride, p.padding, p.dilation, p.transposed,
+                                      p.output_padding, p.groups, a.requires_grad)
     return [(a, ga), (weight, gw), (bias, gb)]
 
 
 # -- batch norm -------------------------------------------------------------------------------
-_BN = ("a", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps")
-
-
-def _bn_params(b) -> dict:
-    p = dict(zip(_BN, b.args))
-    p.update({k: v for k, v in b.kwargs.items() if k in _BN})
-    p.setdefault("training", False), p.setdefault("momentum", 0.1), p.setdefault("eps", 1e-5)
-    for k in ("running_mean", "running_var", "weight", "bias"):
-        p.setdefault(k, None)
-    return p
-
-
 def _bn_declines(p) -> bool:
     # cumulative averaging (momentum None) and statistics of other dtypes go through the decomposition
-    a = p["a"]
-    return (p["momentum"] is None or a.ndim < 2 or a.dtype not in (torch.float32, torch.float64)
-            or not (p["training"] or _is_t(p["running_mean"])))
+    a = p.a
+    return (p.momentum is None or a.ndim < 2 or a.dtype not in (torch.float32, torch.float64)
+            or not (p.training or _is_t(p.running_mean)))
 
 
 def _native_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -118,22 +107,21 @@ batch_norm_backward = backward_symbol("batch_norm_backward", _batch_norm_backwar
 
 @vjp("ltorch.batch_norm")
 def _(b, g):
-    p = _bn_params(b)
+    p = b.params
     if _bn_declines(p):
         return NotImplemented
-    training = bool(p["training"]) or not _is_t(p["running_mean"])
-    ga, gw, gb = batch_norm_backward(g, p["a"], p["weight"], p["running_mean"], p["running_var"], training, p["eps"])
-    return [(p["a"], ga), (p["weight"], gw), (p["bias"], gb)]
+    training = bool(p.training) or not _is_t(p.running_mean)
+    ga, gw, gb = batch_norm_backward(g, p.a, p.weight, p.running_mean, p.running_var, training, p.eps)
+    return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
 
 
 @residuals("ltorch.batch_norm")
 def _(b):
-    p = _bn_params(b)
+    p = b.params
     if _bn_declines(p):
         return NotImplemented
-    training = bool(p["training"]) or not _is_t(p["running_mean"])
-    return native_batch_norm(p["a"], p["weight"], p["bias"], p["running_mean"], p["running_var"], training,
-                             p["momentum"], p["eps"])
+    training = bool(p.training) or not _is_t(p.running_mean)
+    return native_batch_norm(p.a, p.weight, p.bias, p.running_mean, p.running_var, training, p.momentum, p.eps)
 
 
 @vjp("ltorch.native_batch_norm")
@@ -141,34 +129,26 @@ def _(b, g):
     g_out, g_mean, g_invstd = g
     if g_mean is not None or g_invstd is not None:
         return NotImplemented
-    a, weight, bias, running_mean, running_var, training, _momentum, eps = b.args
+    p = b.params
+    a, weight, bias = p.a, p.weight, p.bias
     _, save_mean, save_invstd = b.output
-    ga, gw, gb = batch_norm_backward_saved(g_out, a, weight, running_mean, running_var, save_mean, save_invstd,
-                                           training, eps)
+    ga, gw, gb = batch_norm_backward_saved(g_out, a, weight, p.running_mean, p.running_var, save_mean, save_invstd,
+                                           p.training, p.eps)
     return [(a, ga), (weight, gw), (bias, gb)]
 
 
 # -- pooling ----------------------------------------------------------------------------------
-def _pool_params(b, names, defaults) -> list:
-    p = dict(zip(names, defaults))
-    p.update(zip(names, b.args))
-    p.update({k: v for k, v in b.kwargs.items() if k in p})
-    return [p[n] for n in names]
-
-
 def _pair(v, default):
     v = default if v is None or v == [] else v
     return list(v) if isinstance(v, (tuple, list)) else [v, v]
 
 
-_MAX_POOL = ("a", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices")
-
-
 def _max_pool_args(b):
-    a, k, s, pad, d, ceil, ret = _pool_params(b, _MAX_POOL, (None, None, None, 0, 1, False, False))
-    if ret or a.ndim != 4:
+    p = b.params
+    if p.return_indices or p.a.ndim != 4:
         return None
-    return a, _pair(k, None), _pair(s, k), _pair(pad, 0), _pair(d, 1), bool(ceil)
+    return (p.a, _pair(p.kernel_size, None), _pair(p.stride, p.kernel_size), _pair(p.padding, 0),
+            _pair(p.dilation, 1), bool(p.ceil_mode))
 
 
 def _max_pool2d_with_indices(a, kernel_size, stride, padding, dilation, ceil_mode):
@@ -207,13 +187,10 @@ adaptive_avg_pool2d_backward = backward_symbol("adaptive_avg_pool2d_backward", _
 
 @vjp("ltorch.adaptive_avg_pool2d")
 def _(b, g):
-    a = b.args[0]
+    a = b.params.a
     if a.ndim != 4:
         return NotImplemented
     return [(a, adaptive_avg_pool2d_backward(g, a))]
-
-
-_AVG_POOL = ("a", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")
 
 
 def _avg_pool2d_backward(g, a, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
@@ -225,10 +202,12 @@ avg_pool2d_backward = backward_symbol("avg_pool2d_backward", _avg_pool2d_backwar
 
 @vjp("ltorch.avg_pool2d")
 def _(b, g):
-    a, k, s, pad, ceil, count, div = _pool_params(b, _AVG_POOL, (None, None, None, 0, False, True, None))
+    p = b.params
+    a, k = p.a, p.kernel_size
     if a.ndim != 4:
         return NotImplemented
-    return [(a, avg_pool2d_backward(g, a, _pair(k, None), _pair(s, k), _pair(pad, 0), bool(ceil), bool(count), div))]
+    return [(a, avg_pool2d_backward(g, a, _pair(k, None), _pair(p.stride, k), _pair(p.padding, 0), bool(p.ceil_mode),
+                                    bool(p.count_include_pad), p.divisor_override))]
 
 
 # -- bounded activations (MobileNet's ReLU6) ----------------------------------------------------
@@ -241,11 +220,11 @@ hardtanh_backward = backward_symbol("hardtanh_backward", _hardtanh_backward, lam
 
 @vjp("ltorch.hardtanh", "ltorch.relu6")
 def _(b, g):
-    a = b.args[0]
+    a = b.params.a
     if not a.dtype.is_floating_point:
         return NotImplemented
     if b.sym.name == "relu6":
         low, high = 0.0, 6.0
     else:
-        low, high = _pool_params(b, ("a", "min_val", "max_val"), (None, -1.0, 1.0))[1:]
+        low, high = b.params.min_val, b.params.max_val
     return [(a, hardtanh_backward(g, a, low, high))]

@@ -17,7 +17,8 @@ from thunderlab.core.symbols import Symbol
 
 from . import torch_ops as lt
 from .prims import TraceError, _new, torch_meta
-from .vjp import VJP, rule_table, sum_to, vjp
+from .rules import RESIDUALS
+from .vjp import linear_by_prims, sum_to, vjp
 
 aten = torch.ops.aten
 
@@ -118,17 +119,10 @@ getitem_backward = backward_symbol("getitem_backward", _getitem_backward)
 linear_backward = backward_symbol("linear_backward", _linear_backward)
 
 
-def _arg(b, i, name, default=None):
-    if len(b.args) > i:
-        return b.args[i]
-    return b.kwargs.get(name, default)
-
-
 # -- elementwise with broadcasting -----------------------------------------------------------
 @vjp("ltorch.add", "ltorch.sub")
 def _(b, g):
-    a, c = b.args[:2]
-    alpha = b.kwargs.get("alpha")
+    a, c, alpha = b.params.a, b.params.b, b.params.alpha
     gc = lt.neg(g) if b.sym.name == "sub" else g
     if alpha not in (None, 1) and _is_t(c):
         gc = lt.mul(gc, alpha)
@@ -137,15 +131,15 @@ def _(b, g):
 
 @vjp("ltorch.mul")
 def _(b, g):
-    a, c = b.args
+    a, c = b.params.a, b.params.b
     return [(a, sum_to(lt.mul(g, c), a.shape) if _is_t(a) else None),
             (c, sum_to(lt.mul(g, a), c.shape) if _is_t(c) else None)]
 
 
 @vjp("ltorch.div")
 def _(b, g):
-    a, c = b.args[:2]
-    if _arg(b, 2, "rounding_mode") is not None:
+    a, c = b.params.a, b.params.b
+    if b.params.rounding_mode is not None:
         return []
     ga = sum_to(lt.div(g, c), a.shape) if _is_t(a) else None
     gc = sum_to(lt.neg(lt.div(lt.mul(g, b.output), c)), c.shape) if _is_t(c) else None
@@ -180,7 +174,7 @@ def _(b, g):
 
 @vjp("ltorch.pow")
 def _(b, g):
-    a, e = b.args
+    a, e = b.params.a, b.params.b
     if _is_t(e) or not _is_t(a):
         return NotImplemented
     if e == 2:
@@ -191,7 +185,7 @@ def _(b, g):
 # -- activations and normalization: fused backward kernels -----------------------------------
 @vjp("ltorch.gelu")
 def _(b, g):
-    return [(b.args[0], gelu_backward(g, b.args[0], approximate=_arg(b, 1, "approximate", "none")))]
+    return [(b.args[0], gelu_backward(g, b.args[0], approximate=b.params.approximate))]
 
 
 @vjp("ltorch.silu")
@@ -206,8 +200,8 @@ def _(b, g):
 
 @vjp("ltorch.softmax", "ltorch.log_softmax")
 def _(b, g):
-    a, dim = b.args[0], _arg(b, 1, "dim")
-    if _arg(b, 2, "dtype") is not None:
+    a, dim = b.params.a, b.params.dim
+    if b.params.dtype is not None:
         return NotImplemented
     back = softmax_backward if b.sym.name == "softmax" else log_softmax_backward
     return [(a, back(g, b.output, dim % max(a.ndim, 1), a.dtype))]
@@ -219,8 +213,7 @@ def _(b, g):
 # computing the forward a second time. ``autodiff`` swaps a call that needs a gradient for its
 # variant here: ``RESIDUALS[qualname](b)`` records the variant's call (its first output stands
 # for ``b``'s) or returns NotImplemented to keep ``b`` as it is.
-RESIDUALS: dict[str, Callable] = {}
-residuals = rule_table(RESIDUALS, "a forward variant with residuals")
+residuals = RESIDUALS.register
 
 
 def _native_layer_norm(a, normalized_shape, weight, bias, eps):
@@ -260,9 +253,8 @@ sdpa_cpu_backward = backward_symbol("sdpa_cpu_backward", _sdpa_cpu_backward, _sd
 
 @residuals("ltorch.layer_norm")
 def _(b):
-    a, shape = b.args[:2]
-    weight, bias, eps = _arg(b, 2, "weight"), _arg(b, 3, "bias"), _arg(b, 4, "eps", 1e-5)
-    return native_layer_norm(a, tuple(shape), weight, bias, eps)
+    p = b.params
+    return native_layer_norm(p.a, tuple(p.normalized_shape), p.weight, p.bias, p.eps)
 
 
 @vjp("ltorch.native_layer_norm")
@@ -276,21 +268,14 @@ def _(b, g):
     return [(a, ga), (weight, gw), (bias, gb)]
 
 
-def _sdpa_params(b) -> dict:
-    names = ["q", "k", "v", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
-    p = dict(zip(names, b.args))
-    p.update(b.kwargs)
-    return p
-
-
 @residuals("ltorch.scaled_dot_product_attention")
 def _(b):
-    p = _sdpa_params(b)
-    q, k, v, mask = p["q"], p["k"], p["v"], p.get("attn_mask")
-    if (q.device.type != "cpu" or p.get("dropout_p", 0.0) or p.get("enable_gqa", False)
+    p = b.params
+    q, k, v, mask = p.q, p.k, p.v, p.attn_mask
+    if (q.device.type != "cpu" or p.dropout_p or p.enable_gqa
             or not q.ndim == k.ndim == v.ndim == 4 or (_is_t(mask) and mask.requires_grad)):
         return NotImplemented  # the CPU flash kernel's conditions; otherwise backward recomputes
-    return sdpa_cpu(q, k, v, bool(p.get("is_causal", False)), mask, p.get("scale"))
+    return sdpa_cpu(q, k, v, bool(p.is_causal), mask, p.scale)
 
 
 @vjp("ltorch.sdpa_cpu")
@@ -306,48 +291,42 @@ def _(b, g):
 
 @vjp("ltorch.layer_norm")
 def _(b, g):
-    a, shape = b.args[:2]
-    weight, bias, eps = _arg(b, 2, "weight"), _arg(b, 3, "bias"), _arg(b, 4, "eps", 1e-5)
-    ga, gw, gb = layer_norm_backward(g, a, tuple(shape), weight, bias, eps)
-    return [(a, ga), (weight, gw), (bias, gb)]
+    p = b.params
+    ga, gw, gb = layer_norm_backward(g, p.a, tuple(p.normalized_shape), p.weight, p.bias, p.eps)
+    return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
 
 
 @vjp("ltorch.scaled_dot_product_attention")
 def _(b, g):
-    names = ["q", "k", "v", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
-    p = dict(zip(names, b.args))
-    p.update(b.kwargs)
-    if p.get("dropout_p", 0.0) or p.get("enable_gqa", False):
+    p = b.params
+    if p.dropout_p or p.enable_gqa:
         return NotImplemented
-    mask = p.get("attn_mask")
+    mask = p.attn_mask
     if _is_t(mask) and mask.requires_grad:
         return NotImplemented
-    q, k, v = p["q"], p["k"], p["v"]
+    q, k, v = p.q, p.k, p.v
     if not q.ndim == k.ndim == v.ndim == 4:
         return NotImplemented  # the fused kernels take (batch, heads, length, dim)
-    gq, gk, gv = sdpa_backward(g, q, k, v, mask, p.get("is_causal", False), p.get("scale"))
+    gq, gk, gv = sdpa_backward(g, q, k, v, mask, p.is_causal, p.scale)
     return [(q, gq), (k, gk), (v, gv)]
 
 
 @vjp("ltorch.embedding")
 def _(b, g):
-    idx, weight = b.args[:2]
-    if _arg(b, 3, "max_norm") is not None or _arg(b, 5, "scale_grad_by_freq", False):
+    p = b.params
+    idx, weight = p.a, p.weight
+    if p.max_norm is not None or p.scale_grad_by_freq:
         return NotImplemented
-    padding_idx = _arg(b, 2, "padding_idx")
+    padding_idx = p.padding_idx
     pad = -1 if padding_idx is None else (padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx)
     return [(weight, embedding_backward(g, idx, weight.shape[0], pad, False))]
 
 
-_linear_by_prims = VJP["ltorch.linear"]
-
-
 @vjp("ltorch.linear")
 def _(b, g):
-    a, w = b.args[:2]
-    bias = _arg(b, 2, "bias")
+    a, w, bias = b.params.a, b.params.weight, b.params.bias
     if a.ndim < 2 or g.ndim < 2:
-        return _linear_by_prims(b, g)  # vectors: the general rule
+        return linear_by_prims(b, g)  # vectors: the general rule
     # the weight is read only for the input's gradient: without one it is not saved for backward
     ga, gw, gb = linear_backward(g, a, w if a.requires_grad else None, a.requires_grad, _is_t(bias))
     return [(a, ga), (w, gw), (bias, gb)]
@@ -368,15 +347,14 @@ def _(b, g):
 
 @vjp("ltorch.transpose")
 def _(b, g):
-    a, d0, d1 = b.args[:3]
+    a, d0, d1 = b.params.a, b.params.dim0, b.params.dim1
     return [(a, lt.transpose(g, d0, d1))]
 
 
 @vjp("ltorch.permute")
 def _(b, g):
-    a = b.args[0]
-    dims = b.args[1] if len(b.args) == 2 and isinstance(b.args[1], (tuple, list)) else b.args[1:]
-    dims = [d % a.ndim for d in dims]
+    a = b.params.a
+    dims = [d % a.ndim for d in lt.shape_arg(b.params.dims)]
     inv = [0] * len(dims)
     for i, d in enumerate(dims):
         inv[d] = i
@@ -396,13 +374,12 @@ def _(b, g):
         parts = [x if x is not None else lt.zeros_like(o) for x, o in zip(g, b.output)]
     else:
         parts = list(g)
-    dim = _arg(b, 2, "dim", 0)
-    return [(a, lt.cat(parts, dim))]
+    return [(a, lt.cat(parts, b.params.dim))]
 
 
 @vjp("ltorch.getitem")
 def _(b, g):
-    a, key = b.args
+    a, key = b.params.a, b.params.key
     if any(_is_t(k) or isinstance(k, list) for k in (key if isinstance(key, tuple) else (key,))):
         return NotImplemented  # advanced indexing can pick an element twice: the decomposition sums
     return [(a, getitem_backward(g, a.shape, key))]
@@ -410,11 +387,10 @@ def _(b, g):
 
 @vjp("ltorch.sum")
 def _(b, g):
-    a = b.args[0]
-    dim, keepdim = _arg(b, 1, "dim"), _arg(b, 2, "keepdim", False)
-    if _arg(b, 3, "dtype") is not None and not b.kwargs.get("dtype") == a.dtype:
+    a, dim, keepdim = b.params.a, b.params.dim, b.params.keepdim
+    if b.params.dtype is not None and not b.params.dtype == a.dtype:
         return NotImplemented
-    dims = lt._dims(a, dim)
+    dims = lt.dims_of(a, dim)
     if not keepdim:
         g = lt.reshape(g, tuple(1 if i in dims else s for i, s in enumerate(a.shape)))
     return [(a, lt.expand(g, a.shape))]
@@ -422,9 +398,8 @@ def _(b, g):
 
 @vjp("ltorch.mean")
 def _(b, g):
-    a = b.args[0]
-    dim, keepdim = _arg(b, 1, "dim"), _arg(b, 2, "keepdim", False)
-    dims = lt._dims(a, dim)
+    a, dim, keepdim = b.params.a, b.params.dim, b.params.keepdim
+    dims = lt.dims_of(a, dim)
     n = math.prod(a.shape[d] for d in dims) if a.ndim else 1
     if not keepdim:
         g = lt.reshape(g, tuple(1 if i in dims else s for i, s in enumerate(a.shape)))
