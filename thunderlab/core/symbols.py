@@ -154,6 +154,28 @@ def tree_map(fn, x):
     return fn(x)
 
 
+def _by_name(p: TensorProxy) -> tuple:
+    return ("proxy", p.name)
+
+
+def _canonical(v, tensor: Callable):
+    if isinstance(v, TensorProxy):
+        return tensor(v)
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__, *(_canonical(e, tensor) for e in v))
+    if isinstance(v, dict):
+        return ("dict", *sorted((k, _canonical(e, tensor)) for k, e in v.items()))
+    if isinstance(v, float):
+        return (type(v).__name__, v.hex())  # exact: keeps the sign of zero, every NaN alike
+    if isinstance(v, complex):
+        return (type(v).__name__, v.real.hex(), v.imag.hex())
+    try:
+        hash(v)
+    except TypeError:
+        return ("id", id(v))
+    return (type(v).__name__, v)
+
+
 def proxies_in(x) -> list[TensorProxy]:
     return [v for v in tree_flatten(x) if isinstance(v, TensorProxy)]
 
@@ -201,6 +223,17 @@ class BoundSymbol:
             raise TypeError(f"{self.sym.qualname}: its arguments do not fit its parameters: {e}") from None
         bound.apply_defaults()
         return Params(**bound.arguments)
+
+    def call_key(self, tensor: Callable | None = None) -> tuple:
+        """A hashable key, equal for two calls of the same symbol on the same arguments.
+
+        Constants compare exactly: ``0.0`` and ``-0.0``, or ``1``, ``1.0`` and ``True``, differ (each
+        changes a result); an unhashable constant is only equal to itself. A tensor argument is
+        ``tensor(proxy)``: by default its name (the same value, as ``cse`` merges); ``autodiff``
+        passes its metadata (calls alike in shape and dtype).
+        """
+        return (self.sym.qualname, _canonical(self.args, tensor or _by_name),
+                _canonical(self.kwargs, tensor or _by_name))
 
     def meta_key(self) -> tuple:
         """Identifies this call's symbol, argument and output objects (shared by re-labelled copies)."""

@@ -8,8 +8,8 @@ from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, proxies_in, tree_flatten
 from thunderlab.core.trace import Trace
 from thunderlab.ops import prims
-from thunderlab.ops.vjp import VJP, eager_rule
-from thunderlab.ops.vjp_torch import RESIDUALS
+from thunderlab.ops.rules import RESIDUALS, VJP
+from thunderlab.ops.vjp import eager_rule
 
 from .base import Pass, register_pass
 from .dce import dce_trace
@@ -30,19 +30,8 @@ def _output_grads(b: BoundSymbol, gs: list):
     return gs[0] if isinstance(b.output, TensorProxy) else tuple(gs)
 
 
-def _like(v):
-    """A hashable stand-in for an argument: a proxy by its metadata, containers by their parts."""
-    if isinstance(v, TensorProxy):
-        return ("tensor", v.shape, v.dtype, v.device, v.requires_grad)
-    if isinstance(v, (tuple, list)):
-        return (type(v).__name__, *(_like(e) for e in v))
-    if isinstance(v, dict):
-        return ("dict", *((k, _like(e)) for k, e in v.items()))
-    try:
-        hash(v)
-        return (type(v).__name__, v)
-    except TypeError:
-        return (type(v).__name__, repr(v))
+def _alike(p: TensorProxy) -> tuple:
+    return ("tensor", p.shape, p.dtype, p.device, p.requires_grad)
 
 
 def _declines(b: BoundSymbol, memo: dict | None = None) -> bool:
@@ -57,7 +46,7 @@ def _declines(b: BoundSymbol, memo: dict | None = None) -> bool:
     rule = VJP.get(b.sym.qualname)
     if rule is None:
         return True
-    key = (b.sym.qualname, _like(b.args), _like(b.kwargs))
+    key = b.call_key(_alike)
     if memo is not None and key in memo:
         return memo[key]
     scratch = Trace("probe")
@@ -134,7 +123,7 @@ def _with_residuals(work: Trace, bsyms, needs: set[str]) -> list[BoundSymbol]:
     """Swap calls that need a gradient for their variants that also return what backward needs.
 
     The variant keeps the call's id, source and output (its extra outputs are new values), so
-    the forward reads as before with the statistics added; see ``vjp_torch.RESIDUALS``.
+    the forward reads as before with the statistics added; see ``thunderlab.ops.rules.RESIDUALS``.
     """
     needs = set(needs)
     out = []

@@ -11,42 +11,6 @@ from thunderlab.core.trace import Trace
 from .base import Pass, register_pass
 
 
-def _key(b):
-    return (b.sym.qualname, tree_map(_constant, b.args),
-            tuple(sorted((n, tree_map(_constant, v)) for n, v in b.kwargs.items())))
-
-
-def _constant(v):
-    """A key equal for two arguments only when they are the same value of the same type.
-
-    Python's equality is too coarse for constants: ``0.0 == -0.0`` (yet ``1 / -0.0`` is ``-inf``)
-    and ``1 == 1.0 == True`` (yet each promotes a tensor to a different dtype).
-    """
-    if isinstance(v, TensorProxy):
-        return ("proxy", v.name)
-    if isinstance(v, float):
-        return (type(v).__name__, v.hex())  # exact: keeps the sign of zero, every NaN alike
-    if isinstance(v, complex):
-        return (type(v).__name__, v.real.hex(), v.imag.hex())
-    return (type(v).__name__, v) if _hashable(v) else ("id", id(v))
-
-
-def _hashable(v) -> bool:
-    try:
-        hash(v)
-        return True
-    except TypeError:
-        return False
-
-
-def _freeze(x):
-    if isinstance(x, (list, tuple)):
-        return tuple(_freeze(e) for e in x)
-    if isinstance(x, dict):
-        return tuple((k, _freeze(v)) for k, v in x.items())
-    return x
-
-
 def cse_trace(trace: Trace) -> Trace:
     seen: dict = {}
     rename: dict[str, TensorProxy] = {}
@@ -63,7 +27,7 @@ def cse_trace(trace: Trace) -> Trace:
         if b.sym.random or not b.outputs or written & {p.name for p in b.outputs}:
             kept.append(b)  # two draws are two values; a buffer written later is its own
             continue
-        key = _freeze(_key(b))
+        key = b.call_key()
         prior = seen.get(key)
         if prior is not None and returned & {p.name for p in b.outputs} and returned & {p.name for p in prior.outputs}:
             prior = None  # eager returns two tensors here, not one tensor twice (a caller may write to one)
