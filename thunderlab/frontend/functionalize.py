@@ -23,22 +23,25 @@ from typing import Callable
 import torch
 
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import Symbol, proxies_in, tree_map
+from thunderlab.core.symbols import Symbol, Tag, proxies_in, tree_map
 from thunderlab.core.trace import TraceError, current_trace
 from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch
 from thunderlab.runtime.aliases import overlapping  # noqa: F401 - the lowering asks it about its inputs
 
-# calls that may return a view (PyTorch's "Tensor Views" list, plus those that return a view
-# or their input itself depending on strides and dtypes); getattr covers .T, .mT, .real, .imag
-VIEW_CANDIDATES = {
-    "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze", "expand",
-    "expand_as", "broadcast_to", "transpose", "swapaxes", "swapdims", "t", "permute", "movedim", "moveaxis",
-    "adjoint", "diagonal", "narrow", "select", "unfold", "split", "split_with_sizes", "chunk", "unbind",
-    "tensor_split", "hsplit", "vsplit", "dsplit", "getitem", "__getitem__", "getattr", "detach", "alias",
-    "view_as_real", "view_as_complex", "real", "imag", "contiguous", "to", "float", "double", "half",
-    "bfloat16", "type", "type_as", "as_strided",
+# Calls that may return a view: every symbol declared with Tag.VIEW, and these torch calls that
+# are not (PyTorch's "Tensor Views" with no thunderlab view symbol, and the calls that return a
+# view or their input itself depending on strides and dtypes); getattr covers .T, .mT, .real, .imag
+MAY_ALIAS = {
+    "movedim", "moveaxis", "adjoint", "diagonal", "unfold", "tensor_split", "hsplit", "vsplit", "dsplit",
+    "getattr", "detach", "alias", "view_as_real", "view_as_complex", "real", "imag", "contiguous", "to", "float",
+    "double", "half", "bfloat16", "type", "type_as", "as_strided",
 }
+
+
+def may_alias(sym: Symbol, fn) -> bool:
+    """Whether calling ``fn`` (which ``sym`` stands for) can return a view of its first argument."""
+    return Tag.VIEW in sym.tags or getattr(fn, "__name__", "") in MAY_ALIAS
 _RESHAPES = {"view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze"}
 _VIEW_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
 
@@ -188,7 +191,7 @@ class Functionalizer:
             return
         if not self.any_writes and args[0].name not in self.aliases:
             return
-        if (fn is getattr and args[1:2] not in [(n,) for n in _VIEW_ATTRS]) or getattr(fn, "__name__", "") not in VIEW_CANDIDATES:
+        if (fn is getattr and args[1:2] not in [(n,) for n in _VIEW_ATTRS]) or not may_alias(sym, fn):
             return
         src = self._alias(args[0])
         try:
