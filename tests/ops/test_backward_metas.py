@@ -5,7 +5,7 @@ import torch
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import tree_flatten
 from thunderlab.core.trace import Trace
-from thunderlab.ops import vjp_torch as vt
+from thunderlab.ops import ltorch as vt
 
 F32, F64 = torch.float32, torch.float64
 

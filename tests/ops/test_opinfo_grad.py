@@ -21,7 +21,7 @@ goes in SKIP with the reason.
 
 Where each op's gradient comes from is recorded in ``tests/ops/COVERED_GRAD_OPS.txt`` and the
 test asserts it, so the file cannot go stale: ``rule`` (the torch-level call kept whole has a
-derivative rule in ``thunderlab/ops/vjp.py`` or ``vjp_torch.py``), ``decomposition``
+derivative rule, beside its declaration in ``thunderlab/ops/<family>.py``), ``decomposition``
 (differentiated through the rules of the calls its decomposition is made of), ``eager(<qualname>)`` (at least part of it runs ``ltorch.eager_vjp``, PyTorch
 autograd at run time, for the named call). An op whose samples differ lists each source seen.
 ``python tests/ops/test_opinfo_grad.py`` regenerates the file.
@@ -337,7 +337,7 @@ def write_covered(path: str = COVERED_FILE) -> str:
         f"(the rest: in SKIP, or nothing to differentiate)",
         f"# gradient from: rule {counts['rule']}, decomposition {counts['decomposition']}, "
         f"eager fallback {counts['eager']}, more than one {counts['mixed']}",
-        "# source: rule = a derivative rule for the call kept whole (thunderlab/ops/vjp.py, vjp_torch.py, vjp_cnn.py);",
+        "# source: rule = a derivative rule for the call kept whole (beside its declaration in thunderlab/ops/);",
         "#   decomposition = through the rules of its decomposition's calls;",
         "#   eager(q) = ltorch.eager_vjp (PyTorch autograd at run time) for the call q",
         "#   several = different samples take different paths (a rule declining some arguments)",

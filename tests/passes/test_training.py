@@ -200,20 +200,20 @@ def test_backward_frees_each_saved_tensor_after_its_last_use(monkeypatch):
     each saved tensor at its ``del``: the autograd context keeps none of them while it runs."""
     import weakref
 
-    from thunderlab.ops import vjp_torch
+    from thunderlab.ops import linalg
 
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 32), torch.nn.ReLU(),
                                 torch.nn.Linear(32, 4))
     x = torch.randn(8, 16)
     live_at_call = []
     saved = []
-    original = vjp_torch.linear_backward.impl
+    original = linalg.linear_backward.impl
 
     def spy(*args):
         live_at_call.append(sum(r() is not None for r in saved))
         return original(*args)
 
-    monkeypatch.setattr(vjp_torch.linear_backward, "impl", spy)
+    monkeypatch.setattr(linalg.linear_backward, "impl", spy)
     j = thunderlab.jit(model, pipeline="dce,cse,autodiff,claim{executors=torch},del")
 
     def pack(t):

@@ -98,9 +98,9 @@ def test_native_dropout_and_its_gradient():
 
 def test_dropout_where_eager_runs_its_fused_kernel(monkeypatch):
     # on CUDA eager's dropout is native_dropout; the CPU's native_dropout stands in for it here
-    from thunderlab.ops import torch_nn_ops
+    from thunderlab.ops import randomness
 
-    monkeypatch.setattr(torch_nn_ops, "FUSED_DROPOUT_DEVICES", {"cpu"})
+    monkeypatch.setattr(randomness, "FUSED_DROPOUT_DEVICES", {"cpu"})
     fused = thunderlab.jit(lambda x: F.dropout(x, 0.3) * 2)
     x = torch.randn(4, 8, requires_grad=True)
     torch.manual_seed(0)

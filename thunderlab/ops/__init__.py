@@ -1,7 +1,6 @@
 """Operations: prims, torch-level symbols (``ltorch``) and the torch -> symbol mapping."""
 from . import prims
 from . import torch_ops as ltorch
-from . import vjp, vjp_cnn, vjp_torch  # noqa: F401  (derivative rules register themselves)
 
 from thunderlab.core.codegen import NAMESPACE as _NAMESPACE  # noqa: E402
 

@@ -16,15 +16,21 @@ import torch.nn.functional as F
 from thunderlab.core.symbols import Symbol, Tag
 
 from .prims import torch_meta
-from .torch_ops import TORCH_SYMBOLS
+from . import torch_ops  # noqa: F401  (every op declared before the tables below are built)
+from .declare import TORCH_SYMBOLS, on_declare
 
 FUNCTIONS: dict[Callable, Symbol] = {}
 METHODS: dict[str, Symbol] = {}
-for _sym, _fns, _methods in TORCH_SYMBOLS.values():
-    for _f in _fns:
-        FUNCTIONS.setdefault(_f, _sym)
-    for _m in _methods:
-        METHODS.setdefault(_m, _sym)
+
+
+@on_declare
+def _map(sym: Symbol, fns: tuple, methods: tuple, override: bool = False) -> None:
+    """File a declared op under the torch callables and Tensor methods it stands for (the first declared wins)."""
+    for f in fns:
+        FUNCTIONS[f] = sym if override else FUNCTIONS.get(f, sym)
+    for m in methods:
+        METHODS[m] = sym if override else METHODS.get(m, sym)
+
 
 
 def _drop_stacklevel(a, dim=None, _stacklevel=3, dtype=None):
@@ -100,7 +106,7 @@ def functional_for(name: str) -> Symbol | None:
     return METHODS.get(name)
 
 
-_OPAQUE: dict[object, Symbol] = {}
+OPAQUE: dict[object, Symbol] = {}
 
 
 def _qualname(fn) -> str | None:
@@ -140,7 +146,7 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
     computed), so that no pass merges, drops or recomputes such a call.
     """
     key = (("method", method) if method else fn, side_effect)
-    sym = _OPAQUE.get(key)
+    sym = OPAQUE.get(key)
     if sym is None:
         if method:
             impl = getattr(torch.Tensor, method, None) or (lambda self, *a, **k: getattr(self, method)(*a, **k))
@@ -156,14 +162,9 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
 
         sym = Symbol(name=name, module="torch", impl=impl, meta=torch_meta(impl, qual or name, on_draw=draws),
                      tags={Tag.SIDE_EFFECT} if side_effect else (),
-                     qualname=qual or f"_opaque_{len(_OPAQUE)}_{_identifier(name)}")
-        _OPAQUE[key] = sym
+                     qualname=qual or f"_opaque_{len(OPAQUE)}_{_identifier(name)}")
+        OPAQUE[key] = sym
     return sym
-
-
-def covered_ops() -> list[str]:
-    """The torch-level symbols thunderlab maps, by name."""
-    return sorted(TORCH_SYMBOLS)
 
 
 def derived(key, name: str, impl: Callable, *, random: bool = False, meta: Callable | None = None) -> Symbol:
@@ -171,14 +172,14 @@ def derived(key, name: str, impl: Callable, *, random: bool = False, meta: Calla
 
     It prints as ``name`` (made unique) and differentiates through PyTorch like any opaque call.
     """
-    sym = _OPAQUE.get(key)
+    sym = OPAQUE.get(key)
     if sym is None:
-        taken = {s.qualname for s in _OPAQUE.values()}
-        qual = f"_{name}" if f"_{name}" not in taken else f"_{name}_{len(_OPAQUE)}"
+        taken = {s.qualname for s in OPAQUE.values()}
+        qual = f"_{name}" if f"_{name}" not in taken else f"_{name}_{len(OPAQUE)}"
         def draws():
             sym.tags = sym.tags | {Tag.RANDOM}
 
         sym = Symbol(name=name, module="torch", impl=impl, meta=meta or torch_meta(impl, name, on_draw=draws),
                      tags={Tag.RANDOM} if random else (), qualname=qual)
-        _OPAQUE[key] = sym
+        OPAQUE[key] = sym
     return sym

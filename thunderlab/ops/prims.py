@@ -29,7 +29,8 @@ def _rg(tensors, dtype) -> bool:
     return (dtype.is_floating_point or dtype.is_complex) and any(t.requires_grad for t in tensors)
 
 
-def _new(shape, dtype, device, inputs=()):
+def new_proxy(shape, dtype, device, inputs=()):
+    """A new proxy in the current trace; it requires grad when it is floating and an input does."""
     return current_trace().proxy(shape, dtype, device, _rg(inputs, dtype))
 
 
@@ -78,7 +79,7 @@ def torch_meta(fn, name: str, on_draw=None):
         if on_draw is not None and probe.drew:
             on_draw()
         device = ins[0].device if ins else torch.device("cpu")
-        return tree_map(lambda t: _new(t.shape, t.dtype, device, ins) if isinstance(t, torch.Tensor) else t, out)
+        return tree_map(lambda t: new_proxy(t.shape, t.dtype, device, ins) if isinstance(t, torch.Tensor) else t, out)
 
     return meta
 
@@ -106,7 +107,7 @@ def _elementwise_meta(name: str, out_dtype=None):
             _check(t.device == a.device, lambda: f"prims.{name}: devices differ ({a.device} vs {t.device})")
         for v in args:
             _check(isinstance(v, (TensorProxy, Number)), lambda: f"prims.{name}: expected tensors or numbers, got {type(v).__name__}")
-        return _new(a.shape, out_dtype or a.dtype, a.device, ts)
+        return new_proxy(a.shape, out_dtype or a.dtype, a.device, ts)
 
     return meta
 
@@ -170,7 +171,7 @@ def _where_meta(pred, a, b):
     dtype = vals[0].dtype if vals else torch.get_default_dtype()
     for v in vals:
         _check(v.dtype == dtype, "prims.where: branch dtypes differ; convert first")
-    return _new(shape, dtype, ts[0].device, vals)
+    return new_proxy(shape, dtype, ts[0].device, vals)
 
 
 def _where_impl(pred, a, b):
@@ -183,7 +184,7 @@ prim("where", _where_impl, _where_meta)
 # -- conversion and creation ----------------------------------------------------------------
 def _convert_meta(a, dtype):
     _check(isinstance(dtype, torch.dtype), f"prims.convert_element_type: dtype must be a torch.dtype, got {dtype!r}")
-    return _new(a.shape, dtype, a.device, [a])
+    return new_proxy(a.shape, dtype, a.device, [a])
 
 
 prim("convert_element_type", lambda a, dtype: a.to(dtype), _convert_meta)
@@ -234,7 +235,7 @@ def _broadcast_in_dim_meta(a, shape, broadcast_dimensions):
     for d, s in zip(broadcast_dimensions, a.shape):
         _check(0 <= d < len(shape) and s in (1, shape[d]),
                lambda: f"prims.broadcast_in_dim: cannot place a dimension of size {s} at {d} of {list(shape)}")
-    return _new(shape, a.dtype, a.device, [a])
+    return new_proxy(shape, a.dtype, a.device, [a])
 
 
 def _broadcast_in_dim_impl(a, shape, broadcast_dimensions):
@@ -249,7 +250,7 @@ prim("broadcast_in_dim", _broadcast_in_dim_impl, _broadcast_in_dim_meta, tags={T
 
 def _reshape_meta(a, shape):
     _check(math.prod(shape) == a.numel(), lambda: f"prims.reshape: cannot reshape {list(a.shape)} ({a.numel()} elements) to {list(shape)}")
-    return _new(shape, a.dtype, a.device, [a])
+    return new_proxy(shape, a.dtype, a.device, [a])
 
 
 prim("reshape", lambda a, shape: a.reshape(shape), _reshape_meta, tags={Tag.VIEW})
@@ -257,7 +258,7 @@ prim("reshape", lambda a, shape: a.reshape(shape), _reshape_meta, tags={Tag.VIEW
 
 def _transpose_meta(a, permutation):
     _check(sorted(permutation) == list(range(a.ndim)), lambda: f"prims.transpose: {list(permutation)} is not a permutation of {a.ndim} dims")
-    return _new(tuple(a.shape[p] for p in permutation), a.dtype, a.device, [a])
+    return new_proxy(tuple(a.shape[p] for p in permutation), a.dtype, a.device, [a])
 
 
 prim("transpose", lambda a, permutation: a.permute(permutation), _transpose_meta, tags={Tag.VIEW})
@@ -270,7 +271,7 @@ def _slice_meta(a, start_indices, end_indices, strides=None):
     for s, e, st, n in zip(start_indices, end_indices, strides, a.shape):
         _check(0 <= s <= e <= n and st >= 1, lambda: f"prims.slice: bad range {s}:{e}:{st} for a dimension of size {n}")
         shape.append(max(0, (e - s + st - 1) // st))
-    return _new(shape, a.dtype, a.device, [a])
+    return new_proxy(shape, a.dtype, a.device, [a])
 
 
 def _slice_impl(a, start_indices, end_indices, strides=None):
@@ -284,7 +285,7 @@ prim("slice", _slice_impl, _slice_meta, tags={Tag.VIEW})
 def _squeeze_meta(a, dims):
     for d in dims:
         _check(a.shape[d] == 1, lambda: f"prims.squeeze: dimension {d} has size {a.shape[d]}, not 1")
-    return _new([s for i, s in enumerate(a.shape) if i not in dims], a.dtype, a.device, [a])
+    return new_proxy([s for i, s in enumerate(a.shape) if i not in dims], a.dtype, a.device, [a])
 
 
 prim("squeeze", lambda a, dims: a.squeeze(tuple(dims)) if dims else a.view(a.shape), _squeeze_meta, tags={Tag.VIEW})
@@ -298,7 +299,7 @@ def _cat_meta(tensors, dim):
         _check(t.dtype == a.dtype, "prims.cat: dtypes differ; convert first")
     shape = list(a.shape)
     shape[dim] = sum(t.shape[dim] for t in tensors)
-    return _new(shape, a.dtype, a.device, tensors)
+    return new_proxy(shape, a.dtype, a.device, tensors)
 
 
 prim("cat", lambda tensors, dim: torch.cat(tensors, dim), _cat_meta)
@@ -310,7 +311,7 @@ def _pad_meta(a, padding_value, padding_config):
     for (lo, hi, interior), n in zip(padding_config, a.shape):
         shape.append(lo + hi + n + max(n - 1, 0) * interior)
         _check(shape[-1] >= 0, "prims.pad: negative size after padding")
-    return _new(shape, a.dtype, a.device, [a])
+    return new_proxy(shape, a.dtype, a.device, [a])
 
 
 def _pad_impl(a, padding_value, padding_config):
@@ -332,13 +333,13 @@ def _pad_impl(a, padding_value, padding_config):
 
 
 prim("pad", _pad_impl, _pad_meta)
-prim("flip", lambda a, dims: torch.flip(a, dims), lambda a, dims: _new(a.shape, a.dtype, a.device, [a]))
+prim("flip", lambda a, dims: torch.flip(a, dims), lambda a, dims: new_proxy(a.shape, a.dtype, a.device, [a]))
 
 
 def _take_meta(a, index, dim):
     _check(not index.dtype.is_floating_point, "prims.take: indices must be integers")
     shape = list(a.shape[:dim]) + list(index.shape) + list(a.shape[dim + 1:])
-    return _new(shape, a.dtype, a.device, [a])
+    return new_proxy(shape, a.dtype, a.device, [a])
 
 
 def _take_impl(a, index, dim):
@@ -363,7 +364,7 @@ def _reduced(a, dims):
 
 def _reduction_meta(name, out_dtype=None):
     def meta(a, dims, **kw):
-        return _new(_reduced(a, dims), out_dtype or a.dtype, a.device, [a])
+        return new_proxy(_reduced(a, dims), out_dtype or a.dtype, a.device, [a])
 
     return meta
 
@@ -381,7 +382,7 @@ def _extremum_meta(name):
         for d in dims:
             _check(not (0 <= d < a.ndim) or a.shape[d] != 0,
                    lambda: f"prims.{name}: dimension {d} has size 0, which has no {name[1:]}imum")
-        return _new(_reduced(a, dims), a.dtype, a.device, [a])
+        return new_proxy(_reduced(a, dims), a.dtype, a.device, [a])
 
     return meta
 
@@ -401,7 +402,7 @@ def _prod(a, dims):
 def _var_mean_meta(a, dims, *, correction):
     shape = _reduced(a, dims)
     out_dtype = a.dtype.to_real() if a.dtype.is_complex else a.dtype
-    return _new(shape, out_dtype, a.device, [a]), _new(shape, a.dtype, a.device, [a])
+    return new_proxy(shape, out_dtype, a.device, [a]), new_proxy(shape, a.dtype, a.device, [a])
 
 
 prim("var_mean", lambda a, dims, *, correction: torch.var_mean(a, dim=tuple(dims), correction=correction), _var_mean_meta)
@@ -409,18 +410,18 @@ prim("var_mean", lambda a, dims, *, correction: torch.var_mean(a, dim=tuple(dims
 
 def _argmax_meta(a, dim):
     shape = [] if dim is None else _reduced(a, (dim,))
-    return _new(shape, torch.int64, a.device)
+    return new_proxy(shape, torch.int64, a.device)
 
 
 prim("argmax", lambda a, dim: torch.argmax(a, dim), _argmax_meta)
 prim("argmin", lambda a, dim: torch.argmin(a, dim), _argmax_meta)
-prim("cumsum", lambda a, dim: torch.cumsum(a, dim, dtype=a.dtype), lambda a, dim: _new(a.shape, a.dtype, a.device, [a]))
+prim("cumsum", lambda a, dim: torch.cumsum(a, dim, dtype=a.dtype), lambda a, dim: new_proxy(a.shape, a.dtype, a.device, [a]))
 
 
 def _topk_meta(a, k, dim, largest, sorted):
     shape = list(a.shape)
     shape[dim] = k
-    return _new(shape, a.dtype, a.device, [a]), _new(shape, torch.int64, a.device)
+    return new_proxy(shape, a.dtype, a.device, [a]), new_proxy(shape, torch.int64, a.device)
 
 
 prim("topk", lambda a, k, dim, largest, sorted: tuple(torch.topk(a, k, dim, largest, sorted)), _topk_meta)

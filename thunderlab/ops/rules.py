@@ -68,3 +68,9 @@ def draws(b) -> bool:
         return False
     rule = DRAWS.get(b.sym.qualname)
     return True if rule is None else bool(rule(b.params))
+
+
+# the decorators an op's module uses beside its declaration: ``@derivative(op)``, ``@residuals(op)``, ``@draws_when(op)``
+derivative = VJP.register
+residuals = RESIDUALS.register
+draws_when = DRAWS.register

@@ -1,5 +1,7 @@
-"""Derivative rules: one entry per symbol, keyed by its printed name ("prims.mul").
+"""The prims' derivative rules, and the fallback that asks PyTorch's autograd.
 
+Rules are filed in ``rules.VJP`` by the symbol's printed name ("prims.mul"), one per symbol; a
+torch-level op's rule sits beside its declaration (``elementwise.py``, ``normalization.py``, ...).
 A rule receives the forward call and the gradient of its output(s) (a proxy, or a tuple
 with None where an output has no gradient) and returns ``(input, gradient)`` pairs; pairs
 whose first element is not a tensor are ignored, and a repeated input accumulates. Rules
@@ -11,44 +13,30 @@ A call with no rule is differentiated through its decomposition; a call with nei
 from __future__ import annotations
 
 import math
-from typing import Callable
 
 import torch
 
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import BoundSymbol, Symbol, Tag, tree_flatten
+from thunderlab.core.symbols import BoundSymbol, Symbol, Tag, tree_flatten, tree_map
 from thunderlab.core.trace import current_trace
 
 from . import prims
-from . import torch_ops as lt
+from .common import expand_reduced as _bcast
+from .common import is_tensor as _is_t
+from .common import matrix_transpose as _mT
+from .common import scatter_back, sum_to
+from .declare import LTORCH, backward_symbol
+from .prims import new_proxy
 from .rules import VJP
+
+__all__ = ["VJP", "vjp", "has_rule", "matmul_by_prims", "linear_by_prims", "eager_rule", "eager_vjp",
+           "convolution_backward"]
 
 vjp = VJP.register
 
 
 def has_rule(b: BoundSymbol) -> bool:
     return b.sym.qualname in VJP
-
-
-def _is_t(x) -> bool:
-    return isinstance(x, TensorProxy)
-
-
-def sum_to(g, shape):
-    """Undo broadcasting: sum ``g`` down to ``shape``."""
-    shape = tuple(shape)
-    if g.shape == shape:
-        return g
-    lead = g.ndim - len(shape)
-    dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
-    out = prims.sum(g, dims) if dims else g
-    return prims.reshape(out, shape)
-
-
-def _bcast(v, shape, dims):
-    """Broadcast a reduced value back over the reduced ``dims`` of ``shape``."""
-    kept = tuple(i for i in range(len(shape)) if i not in dims)
-    return prims.broadcast_in_dim(v, tuple(shape), kept)
 
 
 # -- elementwise ----------------------------------------------------------------------------
@@ -339,7 +327,7 @@ def _(b, g):
 @vjp("prims.slice")
 def _(b, g):
     p = b.params
-    a, starts, ends = p.a, p.start_indices, p.end_indices
+    a, starts = p.a, p.start_indices
     strides = p.strides or (1,) * a.ndim
     config = []
     for s, st, n, m in zip(starts, strides, a.shape, g.shape):
@@ -454,30 +442,12 @@ def _(b, g):
     return grads
 
 
-def _scatter_back(a, dim, indices, g):
-    """The gradient of picking ``indices`` along ``dim`` of ``a`` (topk, sort): ``g`` put back where it came from."""
-    if a.ndim == 0:
-        return g
-    zero = prims.full(a.shape, 0.0, dtype=g.dtype, device=g.device)
-    return prims.scatter_add(zero, dim, indices, g)
-
-
 @vjp("prims.topk")
-def _(b, g):
-    a, _k, dim = b.args[:3]
-    gv = g[0]
-    values, indices = b.output
-    return [(a, _scatter_back(a, dim, indices, gv))] if gv is not None else []
-
-
-@vjp("ltorch.sort")
 def _(b, g):
     a, dim = b.params.a, b.params.dim
     gv = g[0]
     values, indices = b.output
-    if gv is None:
-        return []
-    return [(a, _scatter_back(a, dim % max(a.ndim, 1), indices, gv))]
+    return [(a, scatter_back(a, dim, indices, gv))] if gv is not None else []
 
 
 @vjp("prims.cumsum")
@@ -506,14 +476,10 @@ def _(b, g):
 
 
 # -- linear algebra -------------------------------------------------------------------------
-def _mT(x):
-    perm = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
-    return prims.transpose(x, perm)
-
-
-@vjp("prims.matmul", "ltorch.matmul", "ltorch.mm", "ltorch.bmm")
-def _(b, g):
-    a, c = b.args[:2]
+@vjp("prims.matmul")
+def matmul_by_prims(b, g):
+    """The gradient of ``a @ c`` in prims (vectors and batches included)."""
+    a, c = b.params.a, b.params.b
     a2 = prims.reshape(a, (1,) + a.shape) if a.ndim == 1 else a
     c2 = prims.reshape(c, c.shape + (1,)) if c.ndim == 1 else c
     g2 = g
@@ -544,40 +510,33 @@ def linear_by_prims(b, g):
     return pairs
 
 
-# -- torch-level ops kept whole ---------------------------------------------------------------
-@vjp("ltorch.rsub")
-def _(b, g):
-    # rsub(a, b, alpha) = b - alpha * a. (Its decomposition calls ltorch.sub with alpha=None,
-    # which torch.sub rejects when autodiff runs that call by itself.)
-    a, c, alpha = b.params.a, b.params.b, b.params.alpha
-    ga = prims.neg(g) if alpha in (None, 1) else prims.mul(g, -alpha)
-    return [(a, sum_to(ga, a.shape) if _is_t(a) else None), (c, sum_to(g, c.shape) if _is_t(c) else None)]
+# -- convolution: eager's backward kernel ---------------------------------------------------
+def _convolution_backward(g, a, weight, has_bias, stride, padding, dilation, transposed, output_padding, groups,
+                          need_input):
+    bias_sizes = [weight.shape[1] * groups if transposed else weight.shape[0]] if has_bias else None
+    return tuple(torch.ops.aten.convolution_backward(
+        g, a, weight, bias_sizes, list(stride), list(padding), list(dilation), transposed, list(output_padding),
+        groups, [need_input, True, has_bias]))
 
 
-@vjp("ltorch.cross_entropy")
+def _convolution_backward_meta(g, a, weight, has_bias, stride, padding, dilation, transposed, output_padding,
+                               groups, need_input):
+    channels = weight.shape[1] * groups if transposed else weight.shape[0]
+    gb = new_proxy((channels,), g.dtype, g.device, [g]) if has_bias else None
+    ga = new_proxy(a.shape, a.dtype, a.device, [g]) if need_input else None
+    return ga, new_proxy(weight.shape, weight.dtype, weight.device, [g]), gb
+
+
+convolution_backward = backward_symbol("convolution_backward", _convolution_backward, _convolution_backward_meta)
+
+
+@vjp("prims.convolution")
 def _(b, g):
     p = b.params
-    a, target = p.a, p.target
-    if (p.weight is not None or p.label_smoothing or target.dtype.is_floating_point
-            or a.ndim != 2 or p.size_average is not None or p.reduce is not None):
-        return NotImplemented
-    ignore, reduction = p.ignore_index, p.reduction
-    probs = lt.softmax(a, 1)
-    n, c = a.shape
-    classes = prims.broadcast_in_dim(prims.iota(c, start=0, step=1, dtype=target.dtype, device=a.device), (n, c), (1,))
-    onehot = lt.eq(classes, prims.broadcast_in_dim(target, (n, c), (0,)))
-    valid = lt.ne(target, ignore)
-    grad = lt.where(onehot, lt.sub(probs, 1.0), probs)
-    grad = lt.where(prims.broadcast_in_dim(valid, (n, c), (0,)), grad, 0.0)
-    if reduction == "mean":
-        count = lt.sum(lt.to(valid, a.dtype))
-        gs = lt.div(g, count)
-    elif reduction == "sum":
-        gs = g
-    else:
-        gs = prims.broadcast_in_dim(g, (n, c), (0,))
-        return [(a, lt.mul(grad, gs))]
-    return [(a, lt.mul(grad, prims.broadcast_in_dim(gs, (n, c), ())))]
+    a, weight, bias = p.a, p.weight, p.bias
+    ga, gw, gb = convolution_backward(g, a, weight, _is_t(bias), p.stride, p.padding, p.dilation, p.transposed,
+                                      p.output_padding, p.groups, a.requires_grad)
+    return [(a, ga), (weight, gw), (bias, gb)]
 
 
 # -- the fallback: ask PyTorch's autograd ------------------------------------------------------
@@ -585,9 +544,11 @@ def _resolve(qualname: str):
     from . import mapping
 
     root, _, rest = qualname.partition(".")
-    obj = {"prims": prims, "ltorch": lt, "torch": torch}.get(root)
+    if root == "ltorch":
+        return LTORCH[rest].impl
+    obj = {"prims": prims, "torch": torch}.get(root)
     if obj is None:
-        for sym in mapping._OPAQUE.values():
+        for sym in mapping.OPAQUE.values():
             if sym.qualname == qualname:
                 return sym.impl
         raise KeyError(f"cannot find {qualname!r} to differentiate it")
@@ -618,8 +579,6 @@ def _eager_vjp_impl(qualname, args, kwargs, grads, wrt=None):
             return t
         return v
 
-    from thunderlab.core.symbols import tree_map
-
     with torch.enable_grad():
         a2, k2 = tree_map(leaf, args), tree_map(leaf, kwargs)
         out = fn(*a2, **k2)
@@ -640,24 +599,12 @@ def _eager_vjp_meta(qualname, args, kwargs, grads, wrt=None):
     return tuple(tr.proxy(v.shape, v.dtype, v.device) for v in _float_tensors(args, kwargs))
 
 
-@vjp("ltorch.native_dropout")
-def _(b, g):
-    gout = g[0] if isinstance(g, tuple) else g
-    if gout is None:
-        return []
-    a, p = b.params.a, b.params.p
-    # eager's native_dropout_backward: the gradient where the mask kept, scaled as the output was
-    return [(a, lt.mul(lt.mul(gout, b.output[1]), 1.0 / (1.0 - p)))]
-
-
 @vjp("prims.bernoulli")
 def _(b, g):
     return []  # the noise depends on its argument's layout, not on its values
 
 
-eager_vjp = Symbol(name="eager_vjp", module="ltorch", impl=_eager_vjp_impl, meta=_eager_vjp_meta,
-                   tags={Tag.DONT_RECOMPUTE})
-setattr(lt, "eager_vjp", eager_vjp)
+eager_vjp = backward_symbol("eager_vjp", _eager_vjp_impl, _eager_vjp_meta, tags={Tag.DONT_RECOMPUTE})
 
 
 def eager_rule(b: BoundSymbol, g):

@@ -1,0 +1,86 @@
+"""Dtype conversion and copies: ``to``, ``float()`` and friends, ``clone``, ``detach``, ``contiguous``."""
+from __future__ import annotations
+
+import torch
+
+from thunderlab.core.trace import TraceError, current_trace
+
+from . import prims
+from .common import is_tensor
+from .declare import opaque_symbol, torchsymbol
+from .rules import derivative
+
+
+def _to_impl(a, *args, **kwargs):
+    return a.to(*args, **kwargs)
+
+
+@torchsymbol(torch.Tensor.to, methods=("to",), impl=_to_impl)
+def to(a, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
+    for v in args:
+        if isinstance(v, torch.dtype):
+            dtype = v
+        elif isinstance(v, (torch.device, str)):
+            device = torch.device(v)
+        elif is_tensor(v):
+            dtype, device = v.dtype, v.device
+    if device is not None and torch.device(device) != a.device:
+        raise TraceError(f"to: moving {a.name} from {a.device} to {device} is not supported inside a trace")
+    return prims.convert_element_type(a, dtype or a.dtype)
+
+
+@torchsymbol(torch.Tensor.cpu, methods=("cpu",))
+def cpu(a, memory_format=None):
+    return to(a, device="cpu")  # the tensor itself when it is on the CPU already, as in eager
+
+
+def _as(dtype, name):
+    def decomposition(a, memory_format=None):
+        return prims.convert_element_type(a, dtype)
+
+    return torchsymbol(getattr(torch.Tensor, name), name=name, methods=(name,))(decomposition)
+
+
+as_float = _as(torch.float32, "float")
+as_double = _as(torch.float64, "double")
+as_half = _as(torch.float16, "half")
+as_bfloat16 = _as(torch.bfloat16, "bfloat16")
+as_long = _as(torch.int64, "long")
+as_int = _as(torch.int32, "int")
+as_bool = _as(torch.bool, "bool")
+
+
+@torchsymbol(torch.Tensor.type_as, methods=("type_as",))
+def type_as(a, other):
+    return prims.convert_element_type(a, other.dtype)
+
+
+@derivative(to, as_float, type_as, as_half, as_bfloat16, as_double)
+def _(b, g):
+    a = b.params.a
+    return [(a, to(g, a.dtype) if g.dtype != a.dtype else g)]
+
+
+@torchsymbol(torch.clone, methods=("clone",))
+def clone(a, *, memory_format=None):
+    return prims.convert_element_type(a, a.dtype)
+
+
+@torchsymbol(torch.Tensor.detach, torch.detach, methods=("detach",))
+def detach(a):
+    # the same values, made with grad off: no gradient flows back through them
+    tr = current_trace()
+    mode, tr.grad_enabled = tr.grad_enabled, False
+    try:
+        return prims.convert_element_type(a, a.dtype)
+    finally:
+        tr.grad_enabled = mode
+
+
+contiguous = opaque_symbol("contiguous", torch.Tensor.contiguous, methods=("contiguous",),
+                           signature=lambda a, memory_format=torch.contiguous_format: None)
+
+
+@derivative(contiguous, clone)
+def _(b, g):
+    return [(b.params.a, g)]

@@ -1,0 +1,244 @@
+"""Normalization: layer norm, RMS norm, batch norm, group norm.
+
+Layer norm and batch norm are differentiated with the kernels eager autograd calls: when a call
+needs a gradient, ``autodiff`` swaps it for its ``residuals`` variant (``native_layer_norm``,
+``native_batch_norm``), which also returns the statistics the backward kernel reads.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from thunderlab.core.symbols import Tag
+from thunderlab.core.trace import TraceError
+
+from . import prims
+from .common import convert, is_tensor, keep_dims, upcast
+from .declare import backward_symbol, torchsymbol
+from .elementwise import add, mul, rsqrt, sub
+from .prims import new_proxy
+from .reductions import mean
+from .rules import derivative, residuals
+
+aten = torch.ops.aten
+
+
+def _like(t, *inputs):
+    return None if t is None else new_proxy(t.shape, t.dtype, t.device, inputs)
+
+
+# -- layer norm ----------------------------------------------------------------------------
+@torchsymbol(F.layer_norm, torch.layer_norm)
+def layer_norm(a, normalized_shape, weight=None, bias=None, eps=1e-5):
+    dims = tuple(range(a.ndim - len(normalized_shape), a.ndim))
+    x = upcast(a)
+    var, mu = prims.var_mean(x, dims, correction=0)
+    var, mu = keep_dims(var, a, dims), keep_dims(mu, a, dims)
+    out = mul(sub(x, mu), rsqrt(add(var, eps)))
+    if weight is not None:
+        out = mul(out, weight)
+    if bias is not None:
+        out = add(out, bias)
+    return convert(out, a.dtype)
+
+
+def _layer_norm_backward(g, a, normalized_shape, weight, bias, eps):
+    # the statistics again, from the fused forward kernel (cheaper than saving them)
+    _, mu, rstd = aten.native_layer_norm(a, list(normalized_shape), None, None, eps)
+    mask = [True, weight is not None, bias is not None]
+    return tuple(aten.native_layer_norm_backward(g, a, list(normalized_shape), mu, rstd, weight, bias, mask))
+
+
+def _layer_norm_backward_meta(g, a, normalized_shape, weight, bias, eps):
+    # the gradients are shaped like what they differentiate; running the kernel's decomposition
+    # on meta tensors (torch_meta) gives the same and costs milliseconds per call
+    if tuple(g.shape) != tuple(a.shape):
+        raise TraceError(f"ltorch.layer_norm_backward: gradient {tuple(g.shape)} does not match input {tuple(a.shape)}")
+    return _like(a, g, a), _like(weight, g, a), _like(bias, g, a)
+
+
+def _native_layer_norm(a, normalized_shape, weight, bias, eps):
+    return tuple(aten.native_layer_norm(a, list(normalized_shape), weight, bias, eps))
+
+
+def _layer_norm_backward_saved(g, a, normalized_shape, mean, rstd, weight, bias):
+    mask = [True, weight is not None, bias is not None]
+    return tuple(aten.native_layer_norm_backward(g, a, list(normalized_shape), mean, rstd, weight, bias, mask))
+
+
+def _layer_norm_backward_saved_meta(g, a, normalized_shape, mean, rstd, weight, bias):
+    return _layer_norm_backward_meta(g, a, normalized_shape, weight, bias, 0.0)
+
+
+layer_norm_backward = backward_symbol("layer_norm_backward", _layer_norm_backward, _layer_norm_backward_meta)
+native_layer_norm = backward_symbol("native_layer_norm", _native_layer_norm)
+layer_norm_backward_saved = backward_symbol("layer_norm_backward_saved", _layer_norm_backward_saved,
+                                            _layer_norm_backward_saved_meta)
+
+
+@derivative(layer_norm)
+def _(b, g):
+    p = b.params
+    ga, gw, gb = layer_norm_backward(g, p.a, tuple(p.normalized_shape), p.weight, p.bias, p.eps)
+    return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
+
+
+@residuals(layer_norm)
+def _(b):
+    p = b.params
+    return native_layer_norm(p.a, tuple(p.normalized_shape), p.weight, p.bias, p.eps)
+
+
+@derivative(native_layer_norm)
+def _(b, g):
+    g_out, g_mean, g_rstd = g
+    if g_mean is not None or g_rstd is not None:
+        return NotImplemented  # the statistics are used as values: differentiate the decomposition
+    p = b.params
+    _, mu, rstd = b.output
+    ga, gw, gb = layer_norm_backward_saved(g_out, p.a, tuple(p.normalized_shape), mu, rstd, p.weight, p.bias)
+    return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
+
+
+@torchsymbol(F.rms_norm, torch.rms_norm)
+def rms_norm(a, normalized_shape, weight=None, eps=None):
+    dims = tuple(range(a.ndim - len(normalized_shape), a.ndim))
+    x = upcast(a)
+    if eps is None:
+        eps = torch.finfo(a.dtype).eps
+    ms = mean(mul(x, x), dims, keepdim=True)
+    out = mul(x, rsqrt(add(ms, eps)))
+    if weight is not None:
+        out = mul(out, weight)
+    return convert(out, a.dtype)
+
+
+# -- batch norm ----------------------------------------------------------------------------
+@torchsymbol(F.batch_norm, torch.batch_norm, tags={Tag.SIDE_EFFECT})
+def batch_norm(a, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5,
+               cudnn_enabled=None):
+    dims = tuple(d for d in range(a.ndim) if d != 1)
+    bshape = tuple(a.shape[1] if d == 1 else 1 for d in range(a.ndim))
+    if a.ndim < 2:
+        return NotImplemented  # no channel dimension
+    x = upcast(a)
+
+    def per_channel(v):
+        return prims.broadcast_in_dim(v, bshape, (1,))
+
+    if training or running_mean is None:
+        var, mu = prims.var_mean(x, dims, correction=0)
+        if training and running_mean is not None:
+            if momentum is None:
+                return NotImplemented  # cumulative averaging needs num_batches_tracked
+            n = a.numel() // a.shape[1]
+            new_mean = add(mul(running_mean, 1 - momentum), mul(convert(mu, running_mean.dtype), momentum))
+            unbiased = mul(var, n / max(n - 1, 1))
+            new_var = add(mul(running_var, 1 - momentum), mul(convert(unbiased, running_var.dtype), momentum))
+            prims.copy_(new_mean, running_mean)
+            prims.copy_(new_var, running_var)
+    else:
+        mu, var = running_mean, running_var
+    out = mul(sub(x, per_channel(mu)), per_channel(rsqrt(add(var, eps))))
+    if weight is not None:
+        out = mul(out, per_channel(weight))
+    if bias is not None:
+        out = add(out, per_channel(bias))
+    return convert(out, a.dtype)
+
+
+def _native_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    return tuple(aten.native_batch_norm(a, weight, bias, running_mean, running_var, training, momentum, eps))
+
+
+def _native_batch_norm_meta(a, weight, bias, running_mean, running_var, training, momentum, eps):
+    stats = (a.shape[1],) if training else (0,)
+    return _like(a, a, weight, bias), new_proxy(stats, a.dtype, a.device), new_proxy(stats, a.dtype, a.device)
+
+
+def _batch_norm_backward_saved(g, a, weight, running_mean, running_var, save_mean, save_invstd, training, eps):
+    mask = [True, weight is not None, weight is not None]
+    return tuple(aten.native_batch_norm_backward(g, a, weight, running_mean, running_var, save_mean, save_invstd,
+                                                 training, eps, mask))
+
+
+def _batch_norm_backward_saved_meta(g, a, weight, running_mean, running_var, save_mean, save_invstd, training, eps):
+    return _like(a, g), _like(weight, g), _like(weight, g)
+
+
+def _batch_norm_backward(g, a, weight, running_mean, running_var, training, eps):
+    # the batch statistics again (the forward ran the plain call, which keeps none)
+    save_mean = save_invstd = None
+    if training:
+        dims = [d for d in range(a.dim()) if d != 1]
+        var, save_mean = torch.var_mean(a, dims, correction=0)
+        save_invstd = (var + eps).rsqrt()
+    return _batch_norm_backward_saved(g, a, weight, running_mean, running_var, save_mean, save_invstd, training, eps)
+
+
+def _batch_norm_backward_meta(g, a, weight, running_mean, running_var, training, eps):
+    return _like(a, g), _like(weight, g), _like(weight, g)
+
+
+# updates the running statistics in place when training, as eager's kernel does
+native_batch_norm = backward_symbol("native_batch_norm", _native_batch_norm, _native_batch_norm_meta,
+                                    tags={Tag.SIDE_EFFECT})
+batch_norm_backward_saved = backward_symbol("batch_norm_backward_saved", _batch_norm_backward_saved,
+                                            _batch_norm_backward_saved_meta)
+batch_norm_backward = backward_symbol("batch_norm_backward", _batch_norm_backward, _batch_norm_backward_meta)
+
+
+def _bn_declines(p) -> bool:
+    # cumulative averaging (momentum None) and statistics of other dtypes go through the decomposition
+    a = p.a
+    return (p.momentum is None or a.ndim < 2 or a.dtype not in (torch.float32, torch.float64)
+            or not (p.training or is_tensor(p.running_mean)))
+
+
+@derivative(batch_norm)
+def _(b, g):
+    p = b.params
+    if _bn_declines(p):
+        return NotImplemented
+    training = bool(p.training) or not is_tensor(p.running_mean)
+    ga, gw, gb = batch_norm_backward(g, p.a, p.weight, p.running_mean, p.running_var, training, p.eps)
+    return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
+
+
+@residuals(batch_norm)
+def _(b):
+    p = b.params
+    if _bn_declines(p):
+        return NotImplemented
+    training = bool(p.training) or not is_tensor(p.running_mean)
+    return native_batch_norm(p.a, p.weight, p.bias, p.running_mean, p.running_var, training, p.momentum, p.eps)
+
+
+@derivative(native_batch_norm)
+def _(b, g):
+    g_out, g_mean, g_invstd = g
+    if g_mean is not None or g_invstd is not None:
+        return NotImplemented
+    p = b.params
+    _, save_mean, save_invstd = b.output
+    ga, gw, gb = batch_norm_backward_saved(g_out, p.a, p.weight, p.running_mean, p.running_var, save_mean,
+                                           save_invstd, p.training, p.eps)
+    return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
+
+
+# -- group norm ----------------------------------------------------------------------------
+@torchsymbol(F.group_norm, torch.group_norm)
+def group_norm(a, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=None):
+    n, c = a.shape[0], a.shape[1]
+    g = prims.reshape(upcast(a), (n, num_groups, (c // num_groups) * math.prod(a.shape[2:])))
+    var, mu = prims.var_mean(g, (2,), correction=0)
+    out = mul(sub(g, keep_dims(mu, g, (2,))), rsqrt(add(keep_dims(var, g, (2,)), eps)))
+    out = prims.reshape(out, a.shape)
+    bshape = tuple(c if d == 1 else 1 for d in range(a.ndim))
+    if weight is not None:
+        out = mul(out, prims.broadcast_in_dim(weight, bshape, (1,)))
+    if bias is not None:
+        out = add(out, prims.broadcast_in_dim(bias, bshape, (1,)))
+    return convert(out, a.dtype)
