@@ -60,7 +60,7 @@ export function shortType(t: string): string {
 /** The second line a node shows under its name: its first output's dtype and shape (and how many more). */
 export function typeLine(n: GraphNode): string {
   const outs = n.outputs ?? [];
-  if (!outs.length) return n.kind === "region" ? "collapsed group" : "";
+  if (!outs.length) return "";
   return shortType(outs[0][1]) + (outs.length > 1 ? ` +${outs.length - 1}` : "");
 }
 

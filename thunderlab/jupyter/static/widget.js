@@ -249,7 +249,7 @@ function shortType(t) {
 }
 function typeLine(n) {
   const outs = n.outputs ?? [];
-  if (!outs.length) return n.kind === "region" ? "collapsed group" : "";
+  if (!outs.length) return "";
   return shortType(outs[0][1]) + (outs.length > 1 ? ` +${outs.length - 1}` : "");
 }
 var CHAR_W = 6.7;
