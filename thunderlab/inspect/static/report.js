@@ -363,7 +363,7 @@
 .thunderlab .tl-minimap{position:absolute;right:6px;bottom:6px;border:1px solid var(--jp-border-color1,#aaa);background:var(--jp-layout-color1,#fafafa);opacity:.92;cursor:crosshair}
 .thunderlab .tl-graph-details{flex:0 1 320px;min-width:220px;max-height:620px;overflow:auto;font-size:12px;border:1px solid var(--jp-border-color2,#d0d0d0);padding:6px}
 .thunderlab .tl-graph-details table{width:100%}
-.thunderlab .tl-graph-details td{word-break:break-all;font-family:ui-monospace,monospace}
+.thunderlab .tl-graph-details td{overflow-wrap:anywhere;font-family:ui-monospace,monospace}
 .thunderlab .tl-graph-details td:first-child{white-space:nowrap;font-family:inherit;color:var(--jp-ui-font-color2,#555)}
 .thunderlab .tl-graph-details button{margin:2px 0;text-align:left}
 `;
@@ -422,7 +422,7 @@
     const port = h("div", { class: "tl-graph-wrap" });
     const svg = sv("svg", { class: "tl-graph", xmlns: SVGNS });
     const defs = sv("defs");
-    const marker = sv("marker", { id: "tl-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" });
+    const marker = sv("marker", { id: "tl-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 8, markerHeight: 8, markerUnits: "userSpaceOnUse", orient: "auto" });
     marker.append(sv("path", { d: "M0,0 L8,4 L0,8 z", fill: "#888" }));
     defs.append(marker);
     const scene = sv("g", { class: "tl-scene" });
