@@ -316,6 +316,17 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
   collapseBtn.addEventListener("click", () => { collapseAll(); draw(); });
   expandBtn.addEventListener("click", () => { collapsed.clear(); draw(); });
 
+  // one click handler for the whole scene: a node selects (a folded group expands), an outline folds its group
+  scene.addEventListener("click", (ev) => {
+    if (wasDrag()) return;
+    const t = ev.target as Element;
+    const node = t.closest?.("g.tl-node"), group = t.closest?.("g.tl-group");
+    const id = node?.getAttribute("data-id");
+    if (id) {
+      if (id.startsWith("group:")) { collapsed.delete(id.slice(6)); draw(); } else select(id);
+    } else if (group) { collapsed.add(group.getAttribute("data-group")!); draw(); }
+  });
+
   // ---- drawing
   function draw(): void {
     shown = collapseGroups(g, grouping, collapsed);
@@ -333,7 +344,6 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
       box.append(sv("rect", { x: gb.x, y: gb.y, width: gb.width, height: gb.height, rx: 6 }));
       const t = sv("text", { x: gb.x + 6, y: gb.y + 13 }, `▾ ${gb.name}`);
       box.append(sv("title", {}, `${gb.name}: click to collapse`), t);
-      box.addEventListener("click", (ev) => { if (wasDrag()) return; ev.stopPropagation(); collapsed.add(gb.name); draw(); });
       frag.append(box);
     }
     edgeEls.length = 0;
@@ -360,13 +370,6 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
       node.append(sv("text", { class: "tl-name", x: b.x + b.width / 2, y: b.y + 15, "text-anchor": "middle" }, n.label));
       const tl = typeLine(n);
       if (tl) node.append(sv("text", { class: "tl-type", x: b.x + b.width / 2, y: b.y + 29, "text-anchor": "middle" }, tl));
-      const folded = n.id.startsWith("group:");
-      node.addEventListener("click", (ev) => {
-        if (wasDrag()) return;
-        ev.stopPropagation();
-        if (folded) { collapsed.delete(n.id.slice(6)); draw(); return; }
-        select(n.id);
-      });
       nodeEls.set(n.id, node);
       frag.append(node);
     }
