@@ -69,3 +69,37 @@ def test_graph_zoom_search_details_and_forward_backward_jump(page, tmp_path):
     assert "tl-active" in page.locator("button[data-tab=backward]").first.get_attribute("class")
     assert page.locator(".tl-graph-view").first.get_attribute("data-selected") == bw["id"]
     assert page.errors == []
+
+
+def test_a_big_graph_draws_what_is_in_view_and_search_brings_the_rest(page, tmp_path):
+    from thunderlab.inspect.html import payload_html
+
+    n = 3000
+    nodes = [{"id": f"b{i}", "label": "ltorch.add" if i < n - 1 else "ltorch.the_last_one", "kind": "call",
+              "executor": "torch", "source": None, "group": None, "outputs": [[f"t{i}", "cpu f32[4]"]]} for i in range(n)]
+    edges = [{"src": f"b{i - 1}", "dst": f"b{i}", "value": f"t{i - 1}", "type": "cpu f32[4]"} for i in range(1, n)]
+    graph = {"nodes": nodes, "edges": edges}
+    step = {"index": 0, "spec": "capture", "seconds": 0.0, "symbols_before": 0, "symbols_after": n, "error": None,
+            "verification": None, "notes": {}, "traces": {"forward": {"program": "", "diff": None, "graph": graph,
+                                                                       "changes": None, "stats": {"symbols": n, "regions": 0, "executors": {}}}}}
+    payload = {"schema": "thunderlab.record/v1", "name": "chain", "inputs": [], "pipeline": "", "created": 0.0, "error": None,
+               "compile_seconds": 0.0, "steps": [step], "regions": {}}
+    path = tmp_path / "big.html"
+    path.write_text(payload_html(payload, "chain"), encoding="utf-8")
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tl-step")
+    page.locator("button[data-tab=Graph]").first.click()
+    svg = page.locator("svg.tl-graph").first
+    drawn = int(svg.get_attribute("data-drawn"))
+    assert 0 < drawn < n, "only the part in view is in the page"
+    assert svg.locator(f'g.tl-node[data-id="b{n - 1}"]').count() == 0
+    search = page.locator("input.tl-graph-search").first
+    search.fill("the_last_one")
+    search.press("Enter")
+    last = svg.locator(f'g.tl-node[data-id="b{n - 1}"]')
+    assert last.count() == 1 and "tl-selected" in last.get_attribute("class")
+    assert svg.locator('g.tl-node[data-id="b0"]').count() == 0, "the top of the chain left the page"
+    page.locator("button.tl-fit").first.click()  # the whole chain: too small to read, text hidden
+    assert float(svg.get_attribute("data-zoom")) < 0.45 and "tl-far" in svg.get_attribute("class")
+    assert page.errors == []

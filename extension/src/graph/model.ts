@@ -64,7 +64,7 @@ export function typeLine(n: GraphNode): string {
   return shortType(outs[0][1]) + (outs.length > 1 ? ` +${outs.length - 1}` : "");
 }
 
-export const CHAR_W = 6.7, NODE_H2 = 36, MIN_W = 90, MAX_W = 460;
+export const CHAR_W = 7.3, NODE_H2 = 36, MIN_W = 90, MAX_W = 460;
 
 /** A node's width: enough for its whole name and type line (capped very long names wrap to the cap). */
 export function nodeWidth(n: GraphNode): number {

@@ -36,6 +36,7 @@ export const MARK_COLOR: Record<Mark | "removed", string> = {
   added: "#1a7f37", executor: "#0969da", changed: "#bf8700", regrouped: "#8250df", removed: "#cf222e",
 };
 const COLLAPSE_ABOVE = 300;
+const CULL_ABOVE = 1500;
 const FAR = 0.45;  // below this zoom, node text is hidden (unreadable anyway) and the minimap guides
 
 export const GRAPH_CSS = `
@@ -135,6 +136,8 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
   const nodeEls = new Map<string, SVGElement>();
   const edgeEls: { src: string; dst: string; el: SVGElement }[] = [];
   let fitted = false;
+  let pending = false;  // a re-cull is scheduled for the next frame
+  const matchShown = new Set<string>();  // what the search highlights: matches, or the folded groups holding them
 
   const portSize = () => ({ w: port.clientWidth || 800, h: port.clientHeight || 600 });
   const apply = () => {
@@ -142,6 +145,10 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
     svg.classList.toggle("tl-far", view.k < FAR);
     svg.setAttribute("data-zoom", view.k.toFixed(3));
     paintMini();
+    if (culled && !pending && typeof requestAnimationFrame === "function") {
+      pending = true;
+      requestAnimationFrame(() => { pending = false; renderScene(); });
+    }
   };
   const fit = () => {
     if (!lay) return;
@@ -162,6 +169,7 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
     const k = Math.max(view.k, 0.9);
     view = { k, x: w / 2 - (b.x + b.width / 2) * k, y: ht / 2 - (b.y + b.height / 2) * k };
     apply();
+    renderScene();  // the node is in the DOM now, not a frame later
   };
 
   // the minimap: every node as a dot in its executor's colour, the viewport as a rectangle
@@ -258,7 +266,7 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
     if (id) {
       nodeEls.get(id)?.classList.add("tl-selected");
       for (const e of edgeEls) if (e.src === id || e.dst === id) e.el.classList.add("tl-near");
-      if (centreIt) centre(id);
+      if (centreIt) { centre(id); nodeEls.get(id)?.classList.add("tl-selected"); }
     }
     wrap.setAttribute("data-selected", id ?? "");
     showDetails(id);
@@ -268,18 +276,18 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
     const n = byId.get(id);
     const k = n ? groupOf(n, grouping) : null;
     if (k && collapsed.has(k)) { collapsed.delete(k); draw(); }
-    select(nodeEls.has(id) ? id : k && nodeEls.has(`group:${k}`) ? `group:${k}` : null, true);
+    select(lay?.nodes.has(id) ? id : k && lay?.nodes.has(`group:${k}`) ? `group:${k}` : null, true);
   };
 
   // ---- search
   const markMatches = () => {
     for (const el of scene.querySelectorAll(".tl-match")) el.classList.remove("tl-match");
-    const hit = new Set<string>();
+    matchShown.clear();
     for (const id of matches) {
       const n = byId.get(id)!, k = groupOf(n, grouping);
-      hit.add(k && collapsed.has(k) ? `group:${k}` : id);
+      matchShown.add(k && collapsed.has(k) ? `group:${k}` : id);
     }
-    for (const id of hit) nodeEls.get(id)?.classList.add("tl-match");
+    for (const id of matchShown) nodeEls.get(id)?.classList.add("tl-match");
   };
   const runSearch = () => {
     matches = searchNodes(g, search.value);
@@ -328,9 +336,16 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
   });
 
   // ---- drawing
+  // Above CULL_ABOVE shown nodes only what lies in (or near) the viewport is in the DOM: the minimap shows
+  // the whole graph, and panning or zooming brings the rest in. Smaller graphs are drawn whole.
+  interface EdgeItem { src: string; dst: string; d: string; x0: number; y0: number; x1: number; y1: number }
+  let edgeItems: EdgeItem[] = [];
+  let nodeMarks = new Map<string, Mark>();
+  let culled = false;
+  let drawnRect = { x0: 0, y0: 0, x1: 0, y1: 0 };
   function draw(): void {
     shown = collapseGroups(g, grouping, collapsed);
-    const nodeMarks = new Map(marks);  // a folded group is marked when a member is
+    nodeMarks = new Map(marks);  // a folded group is marked when a member is
     for (const n of g.nodes) {
       const k = groupOf(n, grouping);
       if (k && collapsed.has(k) && marks.has(n.id) && !nodeMarks.has(`group:${k}`)) nodeMarks.set(`group:${k}`, "changed");
@@ -338,22 +353,57 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
     lay = layoutCompound(
       shown.nodes.map((n) => ({ id: n.id, width: nodeWidth(n), height: NODE_H2, group: n.id.startsWith("group:") ? null : groupOf(n, grouping) })),
       shown.edges, { floatSources: (id) => byId.get(id)?.kind === "input" });
-    const frag = document.createDocumentFragment();
-    for (const gb of lay.groups) {
-      const box = sv("g", { class: "tl-group", "data-group": gb.name });
-      box.append(sv("rect", { x: gb.x, y: gb.y, width: gb.width, height: gb.height, rx: 6 }));
-      const t = sv("text", { x: gb.x + 6, y: gb.y + 13 }, `▾ ${gb.name}`);
-      box.append(sv("title", {}, `${gb.name}: click to collapse`), t);
-      frag.append(box);
-    }
-    edgeEls.length = 0;
-    const edgeLayer = sv("g", { class: "tl-edges" });
+    edgeItems = [];
     for (const e of shown.edges) {
       const a = lay.nodes.get(e.src), b = lay.nodes.get(e.dst);
       if (!a || !b) continue;
       const x1 = a.x + a.width / 2, y1 = a.y + a.height, x2 = b.x + b.width / 2, y2 = b.y;
       const my = (y1 + y2) / 2;
-      const el = sv("path", { class: "tl-edge", d: `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`, "marker-end": "url(#tl-arrow)" });
+      edgeItems.push({ src: e.src, dst: e.dst, d: `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`,
+        x0: Math.min(x1, x2), y0: Math.min(y1, y2), x1: Math.max(x1, x2), y1: Math.max(y1, y2) });
+    }
+    culled = shown.nodes.length > CULL_ABOVE;
+    if (selected && !lay.nodes.has(selected)) selected = null;
+    if (!fitted || !port.isConnected) { fitted = true; initialView(); } else apply();
+    renderScene(true);
+    if (selected) select(selected);
+  }
+
+  /** The part of the graph to put in the DOM: everything, or the viewport with a margin of half a viewport. */
+  function wantedRect() {
+    if (!culled || !lay) return { x0: -Infinity, y0: -Infinity, x1: Infinity, y1: Infinity };
+    const { w, h: ht } = portSize();
+    const x0 = -view.x / view.k, y0 = -view.y / view.k, vw = w / view.k, vh = ht / view.k;
+    return { x0: x0 - vw / 2, y0: y0 - vh / 2, x1: x0 + vw * 1.5, y1: y0 + vh * 1.5 };
+  }
+
+  function renderScene(force = false): void {
+    if (!lay) return;
+    const r = wantedRect();
+    if (!force && culled) {
+      // still inside what is drawn, and not zoomed out much further: keep the DOM as it is
+      const { w, h: ht } = portSize();
+      const x0 = -view.x / view.k, y0 = -view.y / view.k;
+      const inside = x0 >= drawnRect.x0 && y0 >= drawnRect.y0 && x0 + w / view.k <= drawnRect.x1 && y0 + ht / view.k <= drawnRect.y1;
+      if (inside) return;
+    }
+    if (!force && !culled) return;
+    drawnRect = r;
+    const hit = (x0: number, y0: number, x1: number, y1: number) => x1 >= r.x0 && x0 <= r.x1 && y1 >= r.y0 && y0 <= r.y1;
+    const frag = document.createDocumentFragment();
+    for (const gb of lay.groups) {
+      if (!hit(gb.x, gb.y, gb.x + gb.width, gb.y + gb.height)) continue;
+      const box = sv("g", { class: "tl-group", "data-group": gb.name });
+      box.append(sv("rect", { x: gb.x, y: gb.y, width: gb.width, height: gb.height, rx: 6 }));
+      box.append(sv("title", {}, `${gb.name}: click to collapse`), sv("text", { x: gb.x + 6, y: gb.y + 13 }, `▾ ${gb.name}`));
+      frag.append(box);
+    }
+    edgeEls.length = 0;
+    const edgeLayer = sv("g", { class: "tl-edges" });
+    for (const e of edgeItems) {
+      if (!hit(e.x0, e.y0, e.x1, e.y1)) continue;
+      const near = selected !== null && (e.src === selected || e.dst === selected);
+      const el = sv("path", { class: near ? "tl-edge tl-near" : "tl-edge", d: e.d, "marker-end": "url(#tl-arrow)" });
       edgeEls.push({ src: e.src, dst: e.dst, el });
       edgeLayer.append(el);
     }
@@ -361,8 +411,10 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
     nodeEls.clear();
     for (const n of shown.nodes) {
       const b = lay.nodes.get(n.id)!;
+      if (!hit(b.x, b.y, b.x + b.width, b.y + b.height)) continue;
       const mark = nodeMarks.get(n.id);
-      const cls = `tl-node tl-kind-${n.kind}${mark ? ` tl-mark-${mark}` : ""}${mark === "executor" ? " tl-mark-changed" : ""}`;
+      const cls = `tl-node tl-kind-${n.kind}${mark ? ` tl-mark-${mark}` : ""}${mark === "executor" ? " tl-mark-changed" : ""}` +
+        `${n.id === selected ? " tl-selected" : ""}${matchShown.has(n.id) ? " tl-match" : ""}`;
       const node = sv("g", { class: cls, "data-id": n.id });
       node.append(sv("rect", { x: b.x, y: b.y, width: b.width, height: b.height, rx: n.kind === "input" || n.kind === "output" ? 17 : 4,
         fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor),
@@ -374,10 +426,7 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
       frag.append(node);
     }
     scene.replaceChildren(frag);
-    if (selected && !nodeEls.has(selected)) selected = null;
-    if (selected) select(selected);
-    markMatches();
-    if (!fitted || !port.isConnected) { fitted = true; initialView(); } else paintMini();
+    svg.setAttribute("data-drawn", String(nodeEls.size));
   }
 
   // the first view: the whole graph when it is readable so, else the top of it at a readable zoom

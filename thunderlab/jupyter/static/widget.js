@@ -252,7 +252,7 @@ function typeLine(n) {
   if (!outs.length) return "";
   return shortType(outs[0][1]) + (outs.length > 1 ? ` +${outs.length - 1}` : "");
 }
-var CHAR_W = 6.7;
+var CHAR_W = 7.3;
 var NODE_H2 = 36;
 var MIN_W = 90;
 var MAX_W = 460;
@@ -337,6 +337,7 @@ var MARK_COLOR = {
   removed: "#cf222e"
 };
 var COLLAPSE_ABOVE = 300;
+var CULL_ABOVE = 1500;
 var FAR = 0.45;
 var GRAPH_CSS = `
 .thunderlab .tl-graph-view{display:flex;flex-direction:column;gap:4px}
@@ -438,12 +439,21 @@ function graphView(g, changes, opts = {}) {
   const nodeEls = /* @__PURE__ */ new Map();
   const edgeEls = [];
   let fitted = false;
+  let pending = false;
+  const matchShown = /* @__PURE__ */ new Set();
   const portSize = () => ({ w: port.clientWidth || 800, h: port.clientHeight || 600 });
   const apply = () => {
     scene.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
     svg.classList.toggle("tl-far", view.k < FAR);
     svg.setAttribute("data-zoom", view.k.toFixed(3));
     paintMini();
+    if (culled && !pending && typeof requestAnimationFrame === "function") {
+      pending = true;
+      requestAnimationFrame(() => {
+        pending = false;
+        renderScene();
+      });
+    }
   };
   const fit = () => {
     if (!lay) return;
@@ -464,6 +474,7 @@ function graphView(g, changes, opts = {}) {
     const k = Math.max(view.k, 0.9);
     view = { k, x: w / 2 - (b.x + b.width / 2) * k, y: ht / 2 - (b.y + b.height / 2) * k };
     apply();
+    renderScene();
   };
   let miniScale = 1, miniOff = { x: 0, y: 0 };
   function paintMini() {
@@ -579,7 +590,10 @@ function graphView(g, changes, opts = {}) {
     if (id) {
       nodeEls.get(id)?.classList.add("tl-selected");
       for (const e of edgeEls) if (e.src === id || e.dst === id) e.el.classList.add("tl-near");
-      if (centreIt) centre(id);
+      if (centreIt) {
+        centre(id);
+        nodeEls.get(id)?.classList.add("tl-selected");
+      }
     }
     wrap.setAttribute("data-selected", id ?? "");
     showDetails(id);
@@ -591,16 +605,16 @@ function graphView(g, changes, opts = {}) {
       collapsed.delete(k);
       draw();
     }
-    select(nodeEls.has(id) ? id : k && nodeEls.has(`group:${k}`) ? `group:${k}` : null, true);
+    select(lay?.nodes.has(id) ? id : k && lay?.nodes.has(`group:${k}`) ? `group:${k}` : null, true);
   };
   const markMatches = () => {
     for (const el of scene.querySelectorAll(".tl-match")) el.classList.remove("tl-match");
-    const hit = /* @__PURE__ */ new Set();
+    matchShown.clear();
     for (const id of matches) {
       const n = byId.get(id), k = groupOf(n, grouping);
-      hit.add(k && collapsed.has(k) ? `group:${k}` : id);
+      matchShown.add(k && collapsed.has(k) ? `group:${k}` : id);
     }
-    for (const id of hit) nodeEls.get(id)?.classList.add("tl-match");
+    for (const id of matchShown) nodeEls.get(id)?.classList.add("tl-match");
   };
   const runSearch = () => {
     matches = searchNodes(g, search.value);
@@ -665,9 +679,13 @@ function graphView(g, changes, opts = {}) {
       draw();
     }
   });
+  let edgeItems = [];
+  let nodeMarks = /* @__PURE__ */ new Map();
+  let culled = false;
+  let drawnRect = { x0: 0, y0: 0, x1: 0, y1: 0 };
   function draw() {
     shown = collapseGroups(g, grouping, collapsed);
-    const nodeMarks = new Map(marks);
+    nodeMarks = new Map(marks);
     for (const n of g.nodes) {
       const k = groupOf(n, grouping);
       if (k && collapsed.has(k) && marks.has(n.id) && !nodeMarks.has(`group:${k}`)) nodeMarks.set(`group:${k}`, "changed");
@@ -677,22 +695,63 @@ function graphView(g, changes, opts = {}) {
       shown.edges,
       { floatSources: (id) => byId.get(id)?.kind === "input" }
     );
-    const frag = document.createDocumentFragment();
-    for (const gb of lay.groups) {
-      const box = sv("g", { class: "tl-group", "data-group": gb.name });
-      box.append(sv("rect", { x: gb.x, y: gb.y, width: gb.width, height: gb.height, rx: 6 }));
-      const t = sv("text", { x: gb.x + 6, y: gb.y + 13 }, `▾ ${gb.name}`);
-      box.append(sv("title", {}, `${gb.name}: click to collapse`), t);
-      frag.append(box);
-    }
-    edgeEls.length = 0;
-    const edgeLayer = sv("g", { class: "tl-edges" });
+    edgeItems = [];
     for (const e of shown.edges) {
       const a = lay.nodes.get(e.src), b = lay.nodes.get(e.dst);
       if (!a || !b) continue;
       const x1 = a.x + a.width / 2, y1 = a.y + a.height, x2 = b.x + b.width / 2, y2 = b.y;
       const my = (y1 + y2) / 2;
-      const el = sv("path", { class: "tl-edge", d: `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`, "marker-end": "url(#tl-arrow)" });
+      edgeItems.push({
+        src: e.src,
+        dst: e.dst,
+        d: `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`,
+        x0: Math.min(x1, x2),
+        y0: Math.min(y1, y2),
+        x1: Math.max(x1, x2),
+        y1: Math.max(y1, y2)
+      });
+    }
+    culled = shown.nodes.length > CULL_ABOVE;
+    if (selected && !lay.nodes.has(selected)) selected = null;
+    if (!fitted || !port.isConnected) {
+      fitted = true;
+      initialView();
+    } else apply();
+    renderScene(true);
+    if (selected) select(selected);
+  }
+  function wantedRect() {
+    if (!culled || !lay) return { x0: -Infinity, y0: -Infinity, x1: Infinity, y1: Infinity };
+    const { w, h: ht } = portSize();
+    const x0 = -view.x / view.k, y0 = -view.y / view.k, vw = w / view.k, vh = ht / view.k;
+    return { x0: x0 - vw / 2, y0: y0 - vh / 2, x1: x0 + vw * 1.5, y1: y0 + vh * 1.5 };
+  }
+  function renderScene(force = false) {
+    if (!lay) return;
+    const r = wantedRect();
+    if (!force && culled) {
+      const { w, h: ht } = portSize();
+      const x0 = -view.x / view.k, y0 = -view.y / view.k;
+      const inside = x0 >= drawnRect.x0 && y0 >= drawnRect.y0 && x0 + w / view.k <= drawnRect.x1 && y0 + ht / view.k <= drawnRect.y1;
+      if (inside) return;
+    }
+    if (!force && !culled) return;
+    drawnRect = r;
+    const hit = (x0, y0, x1, y1) => x1 >= r.x0 && x0 <= r.x1 && y1 >= r.y0 && y0 <= r.y1;
+    const frag = document.createDocumentFragment();
+    for (const gb of lay.groups) {
+      if (!hit(gb.x, gb.y, gb.x + gb.width, gb.y + gb.height)) continue;
+      const box = sv("g", { class: "tl-group", "data-group": gb.name });
+      box.append(sv("rect", { x: gb.x, y: gb.y, width: gb.width, height: gb.height, rx: 6 }));
+      box.append(sv("title", {}, `${gb.name}: click to collapse`), sv("text", { x: gb.x + 6, y: gb.y + 13 }, `▾ ${gb.name}`));
+      frag.append(box);
+    }
+    edgeEls.length = 0;
+    const edgeLayer = sv("g", { class: "tl-edges" });
+    for (const e of edgeItems) {
+      if (!hit(e.x0, e.y0, e.x1, e.y1)) continue;
+      const near = selected !== null && (e.src === selected || e.dst === selected);
+      const el = sv("path", { class: near ? "tl-edge tl-near" : "tl-edge", d: e.d, "marker-end": "url(#tl-arrow)" });
       edgeEls.push({ src: e.src, dst: e.dst, el });
       edgeLayer.append(el);
     }
@@ -700,8 +759,9 @@ function graphView(g, changes, opts = {}) {
     nodeEls.clear();
     for (const n of shown.nodes) {
       const b = lay.nodes.get(n.id);
+      if (!hit(b.x, b.y, b.x + b.width, b.y + b.height)) continue;
       const mark = nodeMarks.get(n.id);
-      const cls = `tl-node tl-kind-${n.kind}${mark ? ` tl-mark-${mark}` : ""}${mark === "executor" ? " tl-mark-changed" : ""}`;
+      const cls = `tl-node tl-kind-${n.kind}${mark ? ` tl-mark-${mark}` : ""}${mark === "executor" ? " tl-mark-changed" : ""}${n.id === selected ? " tl-selected" : ""}${matchShown.has(n.id) ? " tl-match" : ""}`;
       const node = sv("g", { class: cls, "data-id": n.id });
       node.append(sv("rect", {
         x: b.x,
@@ -720,13 +780,7 @@ function graphView(g, changes, opts = {}) {
       frag.append(node);
     }
     scene.replaceChildren(frag);
-    if (selected && !nodeEls.has(selected)) selected = null;
-    if (selected) select(selected);
-    markMatches();
-    if (!fitted || !port.isConnected) {
-      fitted = true;
-      initialView();
-    } else paintMini();
+    svg.setAttribute("data-drawn", String(nodeEls.size));
   }
   function initialView() {
     if (!lay) return;
