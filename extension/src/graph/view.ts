@@ -36,7 +36,7 @@ export const MARK_COLOR: Record<Mark | "removed", string> = {
   added: "#1a7f37", executor: "#0969da", changed: "#bf8700", regrouped: "#8250df", removed: "#cf222e",
 };
 const COLLAPSE_ABOVE = 300;
-const CULL_ABOVE = 1500;
+const CULL_ABOVE = 500;
 const FAR = 0.45;  // below this zoom, node text is hidden (unreadable anyway) and the minimap guides
 
 export const GRAPH_CSS = `
@@ -336,7 +336,7 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
   });
 
   // ---- drawing
-  // Above CULL_ABOVE shown nodes only what lies in (or near) the viewport is in the DOM: the minimap shows
+  // Above CULL_ABOVE (500) shown nodes only what lies in (or near) the viewport is in the DOM: the minimap shows
   // the whole graph, and panning or zooming brings the rest in. Smaller graphs are drawn whole.
   interface EdgeItem { src: string; dst: string; d: string; x0: number; y0: number; x1: number; y1: number }
   let edgeItems: EdgeItem[] = [];

@@ -339,7 +339,7 @@
     removed: "#cf222e"
   };
   var COLLAPSE_ABOVE = 300;
-  var CULL_ABOVE = 1500;
+  var CULL_ABOVE = 500;
   var FAR = 0.45;
   var GRAPH_CSS = `
 .thunderlab .tl-graph-view{display:flex;flex-direction:column;gap:4px}
