@@ -13,6 +13,8 @@ const common = { bundle: true, target: "es2020", charset: "utf8", legalComments:
 if (process.argv.includes("--test")) {
   await build({ ...common, entryPoints: [resolve(here, "src/views.ts")], format: "esm", platform: "neutral",
     outfile: resolve(here, "build-test/views.mjs") });
+  await build({ ...common, entryPoints: [resolve(here, "src/graph/pure.ts")], format: "esm", platform: "neutral",
+    outfile: resolve(here, "build-test/graph.mjs") });
   await build({ ...common, entryPoints: [resolve(here, "src/lab/pure.ts")], format: "esm", platform: "node", packages: "external",
     outfile: resolve(here, "build-test/lab.mjs") });
 } else {

@@ -6,10 +6,12 @@ export interface GraphNode {
   id: string; label: string; kind: string; executor: string | null; source: string | null;
   group: string | null;  // the fusion region a call belongs to
   scope?: string | null;  // the module it came from: "transformer.h.0.attn"
+  derived_from?: string | null;  // in a backward trace: the forward node this call comes from
+  outputs?: [string, string][];  // what it produces: [value name, type string]
 }
 export interface GraphEdge { src: string; dst: string; value: string; type: string }
 export interface Graph { nodes: GraphNode[]; edges: GraphEdge[] }
-export interface Changes { added: string[]; removed: string[]; changed: string[] }
+export interface Changes { added: string[]; removed: string[]; changed: string[]; executor?: string[]; regrouped?: string[] }
 export interface Trace { program: string; diff: string | null; graph: Graph; changes?: Changes | null; stats: { symbols: number; regions: number; executors: Record<string, number> } }
 export interface Verification { ok: boolean; structural: string; max_error: number | null; detail: string }
 export interface Step {
@@ -259,14 +261,6 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = 
   return el;
 }
 
-const SVG = "http://www.w3.org/2000/svg";
-function s(tag: string, attrs: Attrs = {}, ...children: Child[]): SVGElement {
-  const el = document.createElementNS(SVG, tag) as SVGElement;
-  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-  for (const c of children) if (c) el.append(typeof c === "string" ? document.createTextNode(c) : c);
-  return el;
-}
-
 export const CSS = `
 .thunderlab{font:13px/1.4 var(--jp-ui-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color1,#1d1d1f);background:var(--jp-layout-color0,#fff)}
 .thunderlab h2{font-size:16px;margin:4px 0}
@@ -291,9 +285,6 @@ export const CSS = `
 .thunderlab .tl-diff div{white-space:pre}
 .thunderlab .tl-add{background:rgba(46,160,67,.18)}.thunderlab .tl-del{background:rgba(248,81,73,.18)}
 .thunderlab .tl-hunk{color:#8a63d2;background:rgba(130,80,223,.12)}.thunderlab .tl-meta-line{color:#888}
-.thunderlab .tl-graph-wrap{overflow:auto;max-height:640px;border:1px solid var(--jp-border-color2,#e4e4e4)}
-.thunderlab svg.tl-graph text{font:11px ui-monospace,monospace;pointer-events:none}
-.thunderlab svg.tl-graph .tl-group,.thunderlab svg.tl-graph .tl-kind-region{cursor:pointer}
 .thunderlab .tl-muted{color:var(--jp-ui-font-color2,#888)}
 `;
 
@@ -366,115 +357,10 @@ export function diffView(diff: string | null): HTMLElement {
   return box;
 }
 
-const MARK_STROKE: Record<string, string> = { added: "#1a7f37", changed: "#bf8700" };
-// graphs this big open with their groups collapsed (a model's training step has thousands of calls)
-const COLLAPSE_ABOVE = 300;
-
-export interface GraphOptions { collapseAbove?: number; grouping?: "auto" | "regions" | "modules" | "none" }
-
-export function graphView(g: Graph, changes: Changes | null | undefined, opts: GraphOptions = {}): HTMLElement {
-  const collapseAbove = opts.collapseAbove ?? COLLAPSE_ABOVE;
-  const wrap = h("div", { class: "tl-graph-view" });
-  const canvas = h("div", { class: "tl-graph-wrap" });
-  const wanted = opts.grouping ?? "auto";
-  let grouping: Grouping = wanted === "regions" ? { by: "regions" } : wanted === "none" ? { by: "none" }
-    : wanted === "modules" && scopeDepth(g) ? { by: "modules", depth: defaultDepth(g) } : defaultGrouping(g);
-  const collapsed = new Set<string>();
-  const names = () => [...new Set(g.nodes.map((n) => groupOf(n, grouping)).filter((k): k is string => !!k))];
-  const collapseAll = () => { collapsed.clear(); for (const k of names()) collapsed.add(k); };
-  const marks = new Map<string, string>();
-  for (const id of changes?.added ?? []) marks.set(id, "added");
-  for (const id of changes?.changed ?? []) marks.set(id, "changed");
-
-  // controls: what to group by, how deep into the modules, collapse or expand every group
-  const bar = h("div", { class: "tl-bar tl-graph-bar" });
-  const bySel = h("select", { class: "tl-group-by" },
-    h("option", { value: "regions" }, "group: fusion regions"),
-    h("option", { value: "modules" }, "group: modules"),
-    h("option", { value: "none" }, "group: none"));
-  const maxDepth = scopeDepth(g);
-  if (!maxDepth) bySel.querySelector('option[value="modules"]')!.setAttribute("disabled", "");
-  const depthSel = h("select", { class: "tl-depth", title: "module depth" });
-  for (let d = 1; d <= maxDepth; d++) depthSel.append(h("option", { value: d }, `depth ${d}`));
-  const collapseBtn = h("button", { class: "tl-collapse-all", type: "button" }, "collapse all");
-  const expandBtn = h("button", { class: "tl-expand-all", type: "button" }, "expand all");
-  const legend = h("span", { class: "tl-muted tl-changes" });
-  if (changes) legend.append(`vs previous step: +${changes.added.length} added, ~${changes.changed.length} changed, −${changes.removed.length} removed`);
-  bar.append(bySel, depthSel, collapseBtn, expandBtn, legend);
-  const sync = () => {
-    bySel.value = grouping.by;
-    depthSel.style.display = grouping.by === "modules" ? "" : "none";
-    if (grouping.by === "modules") depthSel.value = String(grouping.depth);
-  };
-  const regroup = (next: Grouping) => {
-    grouping = next;
-    collapsed.clear();
-    if (g.nodes.length > collapseAbove) collapseAll();
-    sync(); draw();
-  };
-  bySel.addEventListener("change", () => {
-    const by = bySel.value;
-    regroup(by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" });
-  });
-  depthSel.addEventListener("change", () => regroup({ by: "modules", depth: Number(depthSel.value) }));
-  collapseBtn.addEventListener("click", () => { collapseAll(); draw(); });
-  expandBtn.addEventListener("click", () => { collapsed.clear(); draw(); });
-
-  const draw = () => {
-    const shown = collapseGroups(g, grouping, collapsed);
-    const nodeMarks = new Map(marks);  // a folded group is marked when a member is
-    for (const n of g.nodes) {
-      const k = groupOf(n, grouping);
-      if (k && collapsed.has(k) && marks.has(n.id) && !nodeMarks.has(`group:${k}`)) nodeMarks.set(`group:${k}`, "changed");
-    }
-    const nodes = shown.nodes, edges = shown.edges;
-    const lay = layoutGraph(shown);
-    const svg = s("svg", { class: "tl-graph", xmlns: SVG, width: lay.width, height: lay.height, viewBox: `0 0 ${lay.width} ${lay.height}` });
-    svg.append(s("defs", {}, s("marker", { id: "tl-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" },
-      s("path", { d: "M0,0 L8,4 L0,8 z", fill: "#888" }))));
-    // outlines of the expanded groups
-    const groups = new Map<string, Position[]>();
-    for (const n of nodes) {
-      const k = n.id.startsWith("group:") ? null : groupOf(n, grouping);
-      if (k) { const pos = lay.positions.get(n.id)!; (groups.get(k) ?? groups.set(k, []).get(k)!).push(pos); }
-    }
-    for (const [name, ps] of groups) {
-      const x0 = Math.min(...ps.map((p) => p.x)) - 6, y0 = Math.min(...ps.map((p) => p.y)) - 14;
-      const x1 = Math.max(...ps.map((p) => p.x)) + NODE_W + 6, y1 = Math.max(...ps.map((p) => p.y)) + NODE_H + 6;
-      const box = s("g", { class: "tl-group", "data-group": name },
-        s("title", {}, `${name} (click to collapse)`),
-        s("rect", { x: x0, y: y0, width: x1 - x0, height: y1 - y0, rx: 6, fill: "rgba(120,120,200,0.05)", stroke: "#7a7ac0", "stroke-dasharray": "5,3" }),
-        s("text", { x: x0 + 4, y: y0 + 10, fill: "#55559a" }, name));
-      box.addEventListener("click", () => { collapsed.add(name); draw(); });
-      svg.append(box);
-    }
-    for (const e of edges) {
-      const a = lay.positions.get(e.src), b = lay.positions.get(e.dst);
-      if (!a || !b) continue;
-      const x1 = a.x + NODE_W / 2, y1 = a.y + NODE_H, x2 = b.x + NODE_W / 2, y2 = b.y, my = (y1 + y2) / 2;
-      svg.append(s("path", { d: `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`, fill: "none", stroke: "#999", "stroke-width": 1.2, "marker-end": "url(#tl-arrow)" },
-        s("title", {}, `${e.value}: ${e.type}`)));
-    }
-    for (const n of nodes) {
-      const p = lay.positions.get(n.id)!;
-      const label = n.label.length > 22 ? n.label.slice(0, 21) + "…" : n.label;
-      const mark = nodeMarks.get(n.id);
-      const node = s("g", { class: `tl-node tl-kind-${n.kind}${mark ? ` tl-mark-${mark}` : ""}`, "data-id": n.id },
-        s("title", {}, [n.label, n.executor && `executor: ${n.executor}`, n.scope && `module: ${n.scope}`, n.source, mark && `${mark} by this step`]
-          .filter(Boolean).join("\n")),
-        s("rect", { x: p.x, y: p.y, width: NODE_W, height: NODE_H, rx: n.kind === "call" || n.kind === "region" ? 4 : 13,
-          fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor),
-          stroke: mark ? MARK_STROKE[mark] : "#666", "stroke-width": mark ? 2.5 : 1 }),
-        s("text", { x: p.x + NODE_W / 2, y: p.y + NODE_H / 2 + 4, "text-anchor": "middle" }, label));
-      if (n.id.startsWith("group:")) node.addEventListener("click", () => { collapsed.delete(n.id.slice(6)); draw(); });
-      svg.append(node);
-    }
-    canvas.replaceChildren(svg);
-  };
-  regroup(grouping);
-  wrap.append(bar, canvas);
-  return wrap;
-}
+// the graph view lives in ./graph (layout, search, legend, details); re-exported for the widget and the sidebar
+import { graphView, type GraphViewOptions } from "./graph/view";
+export { graphView };
+export type GraphOptions = GraphViewOptions;
 
 export function timingsView(p: Payload): HTMLElement {
   const names = Object.keys(p.regions);
@@ -500,6 +386,15 @@ export function timingsView(p: Payload): HTMLElement {
     h("thead", {}, h("tr", {}, ...["region", "executor", "version", "count", "median ms", "min ms", "error"].map((t) => h("th", {}, t)))), body);
 }
 
+/** Per call id: the executors that declined it and why, from the latest claim step up to ``step``. */
+export function declinesAt(p: Payload, step: number): Record<string, [string, string][]> {
+  for (let i = Math.min(step, p.steps.length - 1); i >= 0; i--) {
+    const notes = p.steps[i].notes as { declines?: Record<string, [string, string][]> } | null;
+    if (notes && notes.declines) return notes.declines;
+  }
+  return {};
+}
+
 function tabs(labels: string[], active: string, onPick: (l: string) => void): HTMLElement {
   const bar = h("div", { class: "tl-tabs" });
   for (const l of labels) {
@@ -511,7 +406,7 @@ function tabs(labels: string[], active: string, onPick: (l: string) => void): HT
 }
 
 // The chosen trace and pane survive re-renders of the same root (e.g. stepping through passes).
-const viewState = new WeakMap<HTMLElement, { trace?: string; pane: string }>();
+const viewState = new WeakMap<HTMLElement, { trace?: string; pane: string; focus?: string | null }>();
 const PANES = ["Program", "Diff", "Graph", "Timings"];
 
 function stepDetail(root: HTMLElement, p: Payload, st: Step): HTMLElement {
@@ -535,7 +430,13 @@ function stepDetail(root: HTMLElement, p: Payload, st: Step): HTMLElement {
       Object.entries(t.stats.executors).map(([k, v]) => `${k} ${v}`).join(", ")));
     if (state.pane === "Program") box.append(h("pre", { class: "tl-program" }, t.program));
     else if (state.pane === "Diff") box.append(diffView(t.diff));
-    else box.append(graphView(t.graph, t.changes));
+    else {
+      const graphs = Object.fromEntries(Object.entries(traces).map(([k, v]) => [k, v.graph]));
+      const focus = state.focus;
+      state.focus = null;
+      box.append(graphView(t.graph, t.changes, { trace, traces: graphs, focus, declines: declinesAt(p, st.index),
+        onJump: (tr, id) => { state.trace = tr; state.focus = id; paint(); } }));
+    }
   };
   paint();
   return box;

@@ -18,6 +18,8 @@ class Node:
     group: str | None = None  # the fusion region a member belongs to
     signature: str = ""  # what the call computes, independent of value names
     scope: str | None = None  # the module the call came from, as a dotted path ("transformer.h.0.attn")
+    derived_from: str | None = None  # in a backward trace: the forward node ("b<id>") this call differentiates
+    outputs: list[tuple[str, str]] = field(default_factory=list)  # (value name, type string) of what it produces
 
 
 @dataclass
@@ -160,7 +162,7 @@ def trace_graph(trace: Trace, *, expand_regions: bool = False) -> Graph:
     canon: dict[str, str] = {}  # value name -> "<producer id>.<k>": the same across renames
     for p in trace.tensor_inputs():
         nid = f"in:{p.name}"
-        g.nodes[nid] = Node(nid, p.name, "input", signature=p.type_string())
+        g.nodes[nid] = Node(nid, p.name, "input", signature=p.type_string(), outputs=[(p.name, p.type_string())])
         producer[p.name] = nid
         canon[p.name] = nid
 
@@ -173,7 +175,10 @@ def trace_graph(trace: Trace, *, expand_regions: bool = False) -> Graph:
         kind = "region" if b.sym.module == "fusion" else "call"
         src = b.source.short() if b.source else None
         scope = _region_scope(b) if kind == "region" else (b.source.scope if b.source else None)
-        g.nodes[nid] = Node(nid, b.sym.qualname, kind, b.executor, src, group, _signature(b, canon), scope or None)
+        derived = f"b{b.derived_from}" if b.derived_from is not None else None
+        outs = [(p.name, p.type_string()) for p in b.outputs if isinstance(p, TensorProxy)]
+        g.nodes[nid] = Node(nid, b.sym.qualname, kind, b.executor, src, group, _signature(b, canon), scope or None,
+                            derived, outs)
         for k, p in enumerate(b.outputs):
             producer[p.name] = nid
             canon[p.name] = f"{nid}.{k}"
@@ -198,6 +203,8 @@ class GraphDiff:
     added: list[str]
     removed: list[str]
     changed: list[str]
+    executor: list[str] = field(default_factory=list)  # of ``changed``: those whose executor assignment changed
+    regrouped: list[str] = field(default_factory=list)  # calls moved into, out of or between fusion regions
 
     def marks(self) -> dict[str, str]:
         out = {n: "added" for n in self.added}
@@ -207,10 +214,16 @@ class GraphDiff:
 
 
 def graph_diff(before: Graph, after: Graph) -> GraphDiff:
-    """Which nodes a pass added, removed or changed, matched by stable id (renames are not changes)."""
+    """Which nodes a pass added, removed or changed, matched by stable id (renames are not changes).
+
+    A call is changed when what it computes or which executor runs it changed; ``executor`` names
+    those whose executor assignment changed and ``regrouped`` the calls a pass moved into, out of or
+    between fusion regions (with ``expand_regions`` graphs, where fusing keeps each member's id)."""
     calls_b = {k: n for k, n in before.nodes.items() if n.kind != "output"}
     calls_a = {k: n for k, n in after.nodes.items() if n.kind != "output"}
     added = [k for k in calls_a if k not in calls_b]
     removed = [k for k in calls_b if k not in calls_a]
     changed = [k for k in calls_a if k in calls_b and calls_a[k].signature != calls_b[k].signature]
-    return GraphDiff(added, removed, changed)
+    executor = [k for k in changed if calls_a[k].executor != calls_b[k].executor]
+    regrouped = [k for k in calls_a if k in calls_b and calls_a[k].group != calls_b[k].group]
+    return GraphDiff(added, removed, changed, executor, regrouped)

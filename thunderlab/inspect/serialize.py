@@ -42,7 +42,8 @@ def jsonable(v: Any, depth: int = 0) -> Any:
 
 def _graph(g) -> dict:
     return {"nodes": [{"id": n.id, "label": n.label, "kind": n.kind, "executor": n.executor,
-                       "source": n.source, "group": n.group, "scope": n.scope} for n in g.nodes.values()],
+                       "source": n.source, "group": n.group, "scope": n.scope, "derived_from": n.derived_from,
+                       "outputs": [list(o) for o in n.outputs]} for n in g.nodes.values()],
             "edges": [{"src": e.src, "dst": e.dst, "value": e.value, "type": e.type} for e in g.edges]}
 
 
@@ -102,11 +103,12 @@ class RecordPayload:
                         if name in prev.program.traces:
                             diff = self.record.diff(prev.index, i, name)
                             d = graph_diff(self._graph_of(prev.index, name), g)
-                            changes = {"added": d.added, "removed": d.removed, "changed": d.changed}
+                            changes = {"added": d.added, "removed": d.removed, "changed": d.changed,
+                                       "executor": d.executor, "regrouped": d.regrouped}
                         else:
                             diff = f"--- {prev.index} {prev.spec}\n+++ {i} {s.spec}\n@@ new trace {name!r} @@\n"
                             changes = {"added": [n for n, v in g.nodes.items() if v.kind != "output"],
-                                       "removed": [], "changed": []}
+                                       "removed": [], "changed": [], "executor": [], "regrouped": []}
                     out[name] = {"program": s.python(name), "diff": diff, "graph": _graph(g), "changes": changes,
                                  "stats": _stats(t)}
                 self._traces[i] = out

@@ -1,5 +1,818 @@
 "use strict";
 (() => {
+  // src/graph/layout.ts
+  function layers(items, edges, floatSources) {
+    const preds = /* @__PURE__ */ new Map(), succs = /* @__PURE__ */ new Map();
+    for (const it of items) {
+      preds.set(it.id, []);
+      succs.set(it.id, []);
+    }
+    for (const e of edges) {
+      if (e.src === e.dst || !preds.has(e.src) || !preds.has(e.dst)) continue;
+      preds.get(e.dst).push(e.src);
+      succs.get(e.src).push(e.dst);
+    }
+    const indeg = /* @__PURE__ */ new Map();
+    for (const it of items) indeg.set(it.id, preds.get(it.id).length);
+    const order = [];
+    const queue = items.filter((it) => indeg.get(it.id) === 0).map((it) => it.id);
+    for (let i = 0; i < queue.length; i++) {
+      const id = queue[i];
+      order.push(id);
+      for (const s of succs.get(id)) {
+        const d = indeg.get(s) - 1;
+        indeg.set(s, d);
+        if (d === 0) queue.push(s);
+      }
+    }
+    if (order.length < items.length) {
+      const placed = new Set(order);
+      for (const it of items) if (!placed.has(it.id)) order.push(it.id);
+    }
+    const layer = /* @__PURE__ */ new Map();
+    for (const id of order) {
+      let l = 0;
+      for (const p of preds.get(id)) {
+        const lp = layer.get(p);
+        if (lp !== void 0 && lp + 1 > l) l = lp + 1;
+      }
+      layer.set(id, l);
+    }
+    if (floatSources) {
+      for (const id of order) {
+        if (preds.get(id).length || !floatSources(id)) continue;
+        let first = Infinity;
+        for (const s of succs.get(id)) first = Math.min(first, layer.get(s));
+        if (Number.isFinite(first) && first > 0) layer.set(id, first - 1);
+      }
+    }
+    return layer;
+  }
+  function layered(items, edges, gapX, gapY, floatSources) {
+    var _a;
+    const layer = layers(items, edges, floatSources);
+    const byId = new Map(items.map((it) => [it.id, it]));
+    const rows = [];
+    for (const it of items) (rows[_a = layer.get(it.id)] ?? (rows[_a] = [])).push(it.id);
+    for (let i = 0; i < rows.length; i++) rows[i] ?? (rows[i] = []);
+    const up = /* @__PURE__ */ new Map(), down = /* @__PURE__ */ new Map();
+    for (const it of items) {
+      up.set(it.id, []);
+      down.set(it.id, []);
+    }
+    for (const e of edges) {
+      if (e.src === e.dst || !byId.has(e.src) || !byId.has(e.dst)) continue;
+      up.get(e.dst).push(e.src);
+      down.get(e.src).push(e.dst);
+    }
+    const x = /* @__PURE__ */ new Map();
+    const place = (row, want) => {
+      let right = -Infinity;
+      const centres = [];
+      for (const id of row) {
+        const w = byId.get(id).width;
+        let c = want.get(id) ?? 0;
+        if (c - w / 2 < right + gapX) c = right + gapX + w / 2;
+        centres.push(c);
+        right = c + w / 2;
+      }
+      let shift = 0, n = 0;
+      row.forEach((id, i) => {
+        const wnt = want.get(id);
+        if (wnt !== void 0) {
+          shift += centres[i] - wnt;
+          n++;
+        }
+      });
+      const s = n ? shift / n : 0;
+      row.forEach((id, i) => x.set(id, centres[i] - s));
+    };
+    const sweep = (rowsInOrder, nb) => {
+      for (const row of rowsInOrder) {
+        const want = /* @__PURE__ */ new Map();
+        for (const id of row) {
+          let sum = 0, n = 0;
+          for (const o of nb.get(id)) {
+            const ox = x.get(o);
+            if (ox !== void 0) {
+              sum += ox;
+              n++;
+            }
+          }
+          if (n) want.set(id, sum / n);
+        }
+        const prev = new Map(row.map((id, i) => [id, i]));
+        let last = -Infinity;
+        const key = /* @__PURE__ */ new Map();
+        for (const id of row) {
+          const w = want.get(id);
+          if (w !== void 0) last = w;
+          key.set(id, w ?? last);
+        }
+        row.sort((a, b) => key.get(a) - key.get(b) || prev.get(a) - prev.get(b));
+        if (want.size === 0) {
+          let c = 0;
+          for (const id of row) {
+            const w = byId.get(id).width;
+            want.set(id, c + w / 2);
+            c += w + gapX;
+          }
+        } else {
+          for (const id of row) if (!want.has(id)) want.set(id, key.get(id) === -Infinity ? 0 : key.get(id));
+        }
+        place(row, want);
+      }
+    };
+    sweep(rows, up);
+    sweep([...rows].reverse(), down);
+    sweep(rows, up);
+    let minX = Infinity, maxX = -Infinity;
+    for (const it of items) {
+      const c = x.get(it.id);
+      minX = Math.min(minX, c - it.width / 2);
+      maxX = Math.max(maxX, c + it.width / 2);
+    }
+    if (!items.length) {
+      minX = 0;
+      maxX = 0;
+    }
+    const pos = /* @__PURE__ */ new Map();
+    let y = 0;
+    for (const row of rows) {
+      let hmax = 0;
+      for (const id of row) hmax = Math.max(hmax, byId.get(id).height);
+      for (const id of row) {
+        const it = byId.get(id);
+        pos.set(id, { x: x.get(id) - it.width / 2 - minX, y: y + (hmax - it.height) / 2 });
+      }
+      y += hmax + gapY;
+    }
+    return { pos, width: maxX - minX, height: Math.max(0, y - gapY) };
+  }
+  function layoutCompound(nodes, edges, opts = {}) {
+    const gapX = opts.gapX ?? 18, gapY = opts.gapY ?? 34, pad = opts.pad ?? 16, gpad = opts.groupPad ?? 10, title = opts.groupTitle ?? 16;
+    const groupOf2 = new Map(nodes.map((n) => [n.id, n.group]));
+    const members = /* @__PURE__ */ new Map();
+    for (const n of nodes) if (n.group) (members.get(n.group) ?? members.set(n.group, []).get(n.group)).push(n);
+    const blockOf = (id) => {
+      const g = groupOf2.get(id);
+      return g ? `\0${g}` : id;
+    };
+    const inner = /* @__PURE__ */ new Map();
+    const innerEdges = /* @__PURE__ */ new Map();
+    for (const e of edges) {
+      const g = groupOf2.get(e.src);
+      if (g && g === groupOf2.get(e.dst)) (innerEdges.get(g) ?? innerEdges.set(g, []).get(g)).push(e);
+    }
+    for (const [g, ms2] of members) inner.set(g, layered(ms2, innerEdges.get(g) ?? [], gapX, gapY, () => true));
+    const items = [];
+    const seen = /* @__PURE__ */ new Set();
+    for (const n of nodes) {
+      const b = blockOf(n.id);
+      if (seen.has(b)) continue;
+      seen.add(b);
+      if (n.group) {
+        const l = inner.get(n.group);
+        items.push({ id: b, width: l.width + 2 * gpad, height: l.height + 2 * gpad + title });
+      } else items.push({ id: b, width: n.width, height: n.height });
+    }
+    const outerEdges = [];
+    const dedup = /* @__PURE__ */ new Set();
+    for (const e of edges) {
+      const s = blockOf(e.src), d = blockOf(e.dst);
+      if (s === d) continue;
+      const k = `${s}${d}`;
+      if (dedup.has(k)) continue;
+      dedup.add(k);
+      outerEdges.push({ src: s, dst: d });
+    }
+    const fs = opts.floatSources;
+    const outer = layered(items, outerEdges, gapX * 1.5, gapY, fs ? (id) => !id.startsWith("\0") && fs(id) : void 0);
+    const out = /* @__PURE__ */ new Map();
+    const groups = [];
+    const size = new Map(nodes.map((n) => [n.id, n]));
+    for (const it of items) {
+      const p = outer.pos.get(it.id);
+      const x0 = p.x + pad, y0 = p.y + pad;
+      if (it.id.startsWith("\0")) {
+        const g = it.id.slice(1), l = inner.get(g);
+        groups.push({ name: g, x: x0, y: y0, width: it.width, height: it.height, members: members.get(g).map((m) => m.id) });
+        for (const m of members.get(g)) {
+          const q = l.pos.get(m.id);
+          out.set(m.id, { x: x0 + gpad + q.x, y: y0 + gpad + title + q.y, width: m.width, height: m.height });
+        }
+      } else {
+        const n = size.get(it.id);
+        out.set(it.id, { x: x0, y: y0, width: n.width, height: n.height });
+      }
+    }
+    return { nodes: out, groups, width: outer.width + 2 * pad, height: outer.height + 2 * pad };
+  }
+
+  // src/graph/model.ts
+  function changeMarks(changes) {
+    const marks = /* @__PURE__ */ new Map();
+    if (!changes) return marks;
+    for (const id of changes.regrouped ?? []) marks.set(id, "regrouped");
+    for (const id of changes.changed) marks.set(id, "changed");
+    for (const id of changes.executor ?? []) marks.set(id, "executor");
+    for (const id of changes.added) marks.set(id, "added");
+    return marks;
+  }
+  function changeLegend(changes) {
+    if (!changes) return [];
+    const ex = changes.executor?.length ?? 0, other = changes.changed.length - ex;
+    const rows = [
+      { kind: "added", count: changes.added.length, text: "added" },
+      { kind: "executor", count: ex, text: "executor assigned or changed" },
+      { kind: "changed", count: other, text: "changed (what it computes)" },
+      { kind: "regrouped", count: changes.regrouped?.length ?? 0, text: "moved into, out of or between fusion regions" },
+      { kind: "removed", count: changes.removed.length, text: "removed (not drawn)" }
+    ];
+    return rows.filter((r) => r.count > 0);
+  }
+  function changeSummary(changes) {
+    if (!changes) return "first step: nothing to compare with";
+    const ex = changes.executor?.length ?? 0, rg = changes.regrouped?.length ?? 0;
+    const parts = [
+      `+${changes.added.length} added`,
+      `~${changes.changed.length} changed` + (ex ? ` (${ex} by executor assignment)` : ""),
+      `−${changes.removed.length} removed`
+    ];
+    if (rg) parts.push(`${rg} moved into or between fusion regions`);
+    return "vs previous step: " + parts.join(", ");
+  }
+  function executorsIn(g) {
+    return [...new Set(g.nodes.map((n) => n.executor).filter((e) => !!e))].sort();
+  }
+  function shortType(t) {
+    const m = /^\S+\s+(\S.*)$/.exec(t);
+    return m && m[1].includes("[") ? m[1] : t;
+  }
+  function typeLine(n) {
+    const outs = n.outputs ?? [];
+    if (!outs.length) return "";
+    return shortType(outs[0][1]) + (outs.length > 1 ? ` +${outs.length - 1}` : "");
+  }
+  var CHAR_W = 7.3;
+  var NODE_H2 = 36;
+  var MIN_W = 90;
+  var MAX_W = 460;
+  function nodeWidth(n) {
+    const chars = Math.max(n.label.length, typeLine(n).length);
+    return Math.round(Math.min(MAX_W, Math.max(MIN_W, chars * CHAR_W + 16)));
+  }
+  function searchNodes(g, query) {
+    const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+    if (!words.length) return [];
+    const out = [];
+    for (const n of g.nodes) {
+      const hay = [
+        n.id,
+        n.label,
+        n.scope ?? "",
+        n.executor ?? "",
+        n.group ?? "",
+        n.source ?? "",
+        ...(n.outputs ?? []).flatMap((o) => o)
+      ].join("").toLowerCase();
+      if (words.every((w) => hay.includes(w))) out.push(n.id);
+    }
+    return out;
+  }
+  function nextMatch(matches, current, step = 1) {
+    if (!matches.length) return null;
+    const i = current === null ? -1 : matches.indexOf(current);
+    if (i < 0) return step === 1 ? matches[0] : matches[matches.length - 1];
+    return matches[(i + step + matches.length) % matches.length];
+  }
+  function crossLinks(trace, node, traces) {
+    const out = [];
+    if (node.derived_from) {
+      for (const [name, g] of Object.entries(traces)) {
+        if (name === trace) continue;
+        const f = g.nodes.find((m) => m.id === node.derived_from);
+        if (f) out.push({ trace: name, id: f.id, label: f.label });
+      }
+    }
+    for (const [name, g] of Object.entries(traces)) {
+      if (name === trace) continue;
+      for (const m of g.nodes) if (m.derived_from === node.id) out.push({ trace: name, id: m.id, label: m.label });
+    }
+    return out;
+  }
+  function nodeDetails(g, n, opts = {}) {
+    const rows = [["op", n.label], ["id", n.id], ["kind", n.kind]];
+    const ins = g.edges.filter((e) => e.dst === n.id);
+    for (const e of ins) rows.push(["input", `${e.value}: ${e.type}`]);
+    for (const [name, type] of n.outputs ?? []) rows.push(["output", `${name}: ${type}`]);
+    if (!n.outputs) for (const e of g.edges.filter((e2) => e2.src === n.id)) rows.push(["output", `${e.value}: ${e.type}`]);
+    if (n.executor) rows.push(["executor", n.executor]);
+    if (n.group) rows.push(["region", n.group]);
+    if (n.scope) rows.push(["module", n.scope]);
+    if (n.source) rows.push(["source", n.source]);
+    if (n.derived_from) rows.push(["derived from", n.derived_from]);
+    if (opts.mark) rows.push(["this step", MARK_TEXT[opts.mark]]);
+    for (const [ex, why] of opts.declines ?? []) rows.push(["not fused", `${ex}: ${why}`]);
+    return rows;
+  }
+  var MARK_TEXT = {
+    added: "added by this step",
+    executor: "executor assigned or changed by this step",
+    changed: "changed by this step",
+    regrouped: "moved into, out of or between fusion regions by this step"
+  };
+
+  // src/graph/view.ts
+  var SVGNS = "http://www.w3.org/2000/svg";
+  function sv(tag, attrs = {}, text) {
+    const el = document.createElementNS(SVGNS, tag);
+    for (const k in attrs) el.setAttribute(k, String(attrs[k]));
+    if (text !== void 0) el.textContent = text;
+    return el;
+  }
+  var MARK_COLOR = {
+    added: "#1a7f37",
+    executor: "#0969da",
+    changed: "#bf8700",
+    regrouped: "#8250df",
+    removed: "#cf222e"
+  };
+  var COLLAPSE_ABOVE = 300;
+  var CULL_ABOVE = 500;
+  var FAR = 0.45;
+  var GRAPH_CSS = `
+.thunderlab .tl-graph-view{display:flex;flex-direction:column;gap:4px}
+.thunderlab .tl-graph-bar input.tl-graph-search{width:16em}
+.thunderlab .tl-graph-legend{display:flex;flex-wrap:wrap;gap:4px 12px;align-items:center;font-size:12px}
+.thunderlab .tl-swatch{display:inline-block;width:12px;height:12px;border:1px solid #666;border-radius:2px;vertical-align:-2px;margin-right:3px}
+.thunderlab .tl-graph-main{display:flex;flex-wrap:wrap;gap:6px;align-items:flex-start}
+.thunderlab .tl-graph-wrap{position:relative;flex:1 1 420px;min-width:280px;height:620px;overflow:hidden;border:1px solid var(--jp-border-color2,#d0d0d0);background:var(--jp-layout-color0,#fff);touch-action:none;cursor:grab}
+.thunderlab .tl-graph-wrap.tl-panning{cursor:grabbing}
+.thunderlab svg.tl-graph{display:block;width:100%;height:100%}
+.thunderlab svg.tl-graph text{font:12px ui-monospace,Menlo,Consolas,monospace;pointer-events:none}
+.thunderlab svg.tl-graph text.tl-type{font-size:11px;fill:#3a3a3a}
+.thunderlab svg.tl-graph text.tl-name{fill:#111}
+.thunderlab svg.tl-graph.tl-far text{display:none}
+.thunderlab svg.tl-graph .tl-node{cursor:pointer}
+.thunderlab svg.tl-graph .tl-edge{fill:none;stroke:var(--jp-ui-font-color3,#9a9a9a);stroke-width:1.2}
+.thunderlab svg.tl-graph .tl-edge.tl-near{stroke:var(--jp-brand-color1,#1f6feb);stroke-width:2.4}
+.thunderlab svg.tl-graph .tl-group rect{fill:rgba(120,120,200,.06);stroke:#7a7ac0;stroke-dasharray:5,3}
+.thunderlab svg.tl-graph .tl-group text{fill:var(--jp-ui-font-color2,#55559a);cursor:pointer;pointer-events:auto}
+.thunderlab svg.tl-graph .tl-match rect{stroke:#e3b341 !important;stroke-width:4 !important}
+.thunderlab svg.tl-graph .tl-selected rect{stroke:var(--jp-brand-color1,#1f6feb) !important;stroke-width:4 !important}
+.thunderlab .tl-minimap{position:absolute;right:6px;bottom:6px;border:1px solid var(--jp-border-color1,#aaa);background:var(--jp-layout-color1,#fafafa);opacity:.92;cursor:crosshair}
+.thunderlab .tl-graph-details{flex:0 1 320px;min-width:220px;max-height:620px;overflow:auto;font-size:12px;border:1px solid var(--jp-border-color2,#d0d0d0);padding:6px}
+.thunderlab .tl-graph-details table{width:100%}
+.thunderlab .tl-graph-details td{overflow-wrap:anywhere;font-family:ui-monospace,monospace}
+.thunderlab .tl-graph-details td:first-child{white-space:nowrap;font-family:inherit;color:var(--jp-ui-font-color2,#555)}
+.thunderlab .tl-graph-details button{margin:2px 0;text-align:left}
+`;
+  function graphView(g, changes, opts = {}) {
+    const collapseAbove = opts.collapseAbove ?? COLLAPSE_ABOVE;
+    const wrap = h("div", { class: "tl-graph-view" }, h("style", {}, GRAPH_CSS));
+    const wanted = opts.grouping ?? "auto";
+    let grouping = wanted === "regions" ? { by: "regions" } : wanted === "none" ? { by: "none" } : wanted === "modules" && scopeDepth(g) ? { by: "modules", depth: defaultDepth(g) } : defaultGrouping(g);
+    const collapsed = /* @__PURE__ */ new Set();
+    const byId = new Map(g.nodes.map((n) => [n.id, n]));
+    const names = () => [...new Set(g.nodes.map((n) => groupOf(n, grouping)).filter((k) => !!k))];
+    const collapseAll = () => {
+      collapsed.clear();
+      for (const k of names()) collapsed.add(k);
+    };
+    const marks = changeMarks(changes);
+    const trace = opts.trace ?? "";
+    const traces = opts.traces ?? (trace ? { [trace]: g } : {});
+    const bar = h("div", { class: "tl-bar tl-graph-bar" });
+    const bySel = h(
+      "select",
+      { class: "tl-group-by", title: "what the outlined groups are" },
+      h("option", { value: "regions" }, "group: fusion regions"),
+      h("option", { value: "modules" }, "group: modules"),
+      h("option", { value: "none" }, "group: none")
+    );
+    const maxDepth = scopeDepth(g);
+    if (!maxDepth) bySel.querySelector('option[value="modules"]').setAttribute("disabled", "");
+    const depthSel = h("select", { class: "tl-depth", title: "module depth" });
+    for (let d = 1; d <= maxDepth; d++) depthSel.append(h("option", { value: d }, `depth ${d}`));
+    const collapseBtn = h("button", { class: "tl-collapse-all", type: "button" }, "collapse all");
+    const expandBtn = h("button", { class: "tl-expand-all", type: "button" }, "expand all");
+    const search = h("input", { class: "tl-graph-search", type: "search", placeholder: "search name, op, module, shape…", "aria-label": "search the graph" });
+    const prevBtn = h("button", { class: "tl-search-prev", type: "button", title: "previous match (Shift+Enter)" }, "↑");
+    const nextBtn = h("button", { class: "tl-search-next", type: "button", title: "next match (Enter)" }, "↓");
+    const found = h("span", { class: "tl-muted tl-search-count" });
+    const zoomOut = h("button", { class: "tl-zoom-out", type: "button", title: "zoom out" }, "−");
+    const zoomIn = h("button", { class: "tl-zoom-in", type: "button", title: "zoom in" }, "+");
+    const fitBtn = h("button", { class: "tl-fit", type: "button", title: "show the whole graph" }, "fit");
+    bar.append(bySel, depthSel, collapseBtn, expandBtn, search, prevBtn, nextBtn, found, zoomOut, zoomIn, fitBtn);
+    const legend = h("div", { class: "tl-graph-legend" });
+    for (const ex of executorsIn(g)) legend.append(h(
+      "span",
+      { class: "tl-legend-executor", "data-executor": ex },
+      h("span", { class: "tl-swatch", style: `background:${executorColor(ex)}` }),
+      ex
+    ));
+    legend.append(h("span", { class: "tl-muted tl-changes" }, changeSummary(changes)));
+    for (const row of changeLegend(changes)) legend.append(h(
+      "span",
+      { class: `tl-legend-mark tl-legend-${row.kind}` },
+      h("span", { class: "tl-swatch", style: `background:transparent;border:3px solid ${MARK_COLOR[row.kind]}` }),
+      `${row.count} ${row.text}`
+    ));
+    const main = h("div", { class: "tl-graph-main" });
+    const port = h("div", { class: "tl-graph-wrap" });
+    const svg = sv("svg", { class: "tl-graph", xmlns: SVGNS });
+    const defs = sv("defs");
+    const marker = sv("marker", { id: "tl-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 8, markerHeight: 8, markerUnits: "userSpaceOnUse", orient: "auto" });
+    marker.append(sv("path", { d: "M0,0 L8,4 L0,8 z", fill: "#888" }));
+    defs.append(marker);
+    const scene = sv("g", { class: "tl-scene" });
+    svg.append(defs, scene);
+    const mini = h("canvas", { class: "tl-minimap", width: 180, height: 140 });
+    port.append(svg, mini);
+    const details = h("div", { class: "tl-graph-details" }, h("div", { class: "tl-muted" }, "Click a node for its details."));
+    main.append(port, details);
+    wrap.append(bar, legend, main);
+    let lay = null;
+    let shown = g;
+    let view = { x: 0, y: 0, k: 1 };
+    let selected = null;
+    let matches = [];
+    const nodeEls = /* @__PURE__ */ new Map();
+    const edgeEls = [];
+    let fitted = false;
+    let pending = false;
+    const matchShown = /* @__PURE__ */ new Set();
+    const portSize = () => ({ w: port.clientWidth || 800, h: port.clientHeight || 600 });
+    const apply = () => {
+      scene.setAttribute("transform", `translate(${view.x},${view.y}) scale(${view.k})`);
+      svg.classList.toggle("tl-far", view.k < FAR);
+      svg.setAttribute("data-zoom", view.k.toFixed(3));
+      paintMini();
+      if (culled && !pending && typeof requestAnimationFrame === "function") {
+        pending = true;
+        requestAnimationFrame(() => {
+          pending = false;
+          renderScene();
+        });
+      }
+    };
+    const fit = () => {
+      if (!lay) return;
+      const { w, h: ht } = portSize();
+      const k = Math.min(w / lay.width, ht / lay.height, 1.5);
+      view = { k, x: (w - lay.width * k) / 2, y: Math.max(0, (ht - lay.height * k) / 2) };
+      apply();
+    };
+    const zoomAt = (factor, cx, cy) => {
+      const k = Math.max(0.02, Math.min(4, view.k * factor));
+      view = { k, x: cx - (cx - view.x) * k / view.k, y: cy - (cy - view.y) * k / view.k };
+      apply();
+    };
+    const centre = (id) => {
+      const b = lay?.nodes.get(id);
+      if (!b) return;
+      const { w, h: ht } = portSize();
+      const k = Math.max(view.k, 0.9);
+      view = { k, x: w / 2 - (b.x + b.width / 2) * k, y: ht / 2 - (b.y + b.height / 2) * k };
+      apply();
+      renderScene();
+    };
+    let miniScale = 1, miniOff = { x: 0, y: 0 };
+    function paintMini() {
+      const ctx = mini.getContext("2d");
+      if (!ctx || !lay) return;
+      const W = mini.width, H = mini.height;
+      miniScale = Math.min(W / lay.width, H / lay.height);
+      miniOff = { x: (W - lay.width * miniScale) / 2, y: (H - lay.height * miniScale) / 2 };
+      ctx.clearRect(0, 0, W, H);
+      ctx.fillStyle = "rgba(122,122,192,.15)";
+      for (const gb of lay.groups) ctx.fillRect(miniOff.x + gb.x * miniScale, miniOff.y + gb.y * miniScale, gb.width * miniScale, gb.height * miniScale);
+      for (const n of shown.nodes) {
+        const b = lay.nodes.get(n.id);
+        ctx.fillStyle = marks.has(n.id) ? MARK_COLOR[marks.get(n.id)] : n.executor ? executorColor(n.executor) : "#999";
+        ctx.fillRect(miniOff.x + b.x * miniScale, miniOff.y + b.y * miniScale, Math.max(1.5, b.width * miniScale), Math.max(1.5, b.height * miniScale));
+      }
+      const { w, h: ht } = portSize();
+      ctx.strokeStyle = "#1f6feb";
+      ctx.lineWidth = 1.5;
+      ctx.strokeRect(miniOff.x + -view.x / view.k * miniScale, miniOff.y + -view.y / view.k * miniScale, w / view.k * miniScale, ht / view.k * miniScale);
+    }
+    const miniPan = (ev) => {
+      const r = mini.getBoundingClientRect();
+      const gx = (ev.clientX - r.left - miniOff.x) / miniScale, gy = (ev.clientY - r.top - miniOff.y) / miniScale;
+      const { w, h: ht } = portSize();
+      view = { ...view, x: w / 2 - gx * view.k, y: ht / 2 - gy * view.k };
+      apply();
+    };
+    mini.addEventListener("pointerdown", (ev) => {
+      ev.stopPropagation();
+      miniPan(ev);
+      mini.setPointerCapture?.(ev.pointerId);
+    });
+    mini.addEventListener("pointermove", (ev) => {
+      if (ev.buttons & 1) miniPan(ev);
+    });
+    let drag = null;
+    port.addEventListener("pointerdown", (ev) => {
+      if (ev.button !== 0) return;
+      drag = { x: ev.clientX, y: ev.clientY, vx: view.x, vy: view.y, moved: false };
+    });
+    port.addEventListener("pointermove", (ev) => {
+      if (!drag) return;
+      const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+      if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+      if (!drag.moved) {
+        drag.moved = true;
+        port.classList.add("tl-panning");
+        port.setPointerCapture?.(ev.pointerId);
+      }
+      view = { ...view, x: drag.vx + dx, y: drag.vy + dy };
+      apply();
+    });
+    const endDrag = () => {
+      setTimeout(() => {
+        drag = null;
+      }, 0);
+      port.classList.remove("tl-panning");
+    };
+    port.addEventListener("pointerup", endDrag);
+    port.addEventListener("pointercancel", endDrag);
+    port.addEventListener("wheel", (ev) => {
+      ev.preventDefault();
+      const r = port.getBoundingClientRect();
+      zoomAt(Math.exp(-ev.deltaY * 15e-4), ev.clientX - r.left, ev.clientY - r.top);
+    }, { passive: false });
+    const centreOfPort = () => {
+      const { w, h: ht } = portSize();
+      return [w / 2, ht / 2];
+    };
+    zoomIn.addEventListener("click", () => zoomAt(1.25, ...centreOfPort()));
+    zoomOut.addEventListener("click", () => zoomAt(0.8, ...centreOfPort()));
+    fitBtn.addEventListener("click", fit);
+    const wasDrag = () => !!drag?.moved;
+    const declinesOf = (id) => opts.declines?.[id.replace(/^b/, "")] ?? [];
+    const showDetails = (id) => {
+      details.replaceChildren();
+      const n = id ? byId.get(id) ?? shown.nodes.find((m) => m.id === id) : null;
+      if (!n) {
+        details.append(h("div", { class: "tl-muted" }, "Click a node for its details."));
+        return;
+      }
+      if (n.id.startsWith("group:")) {
+        const name = n.id.slice(6);
+        const open = h("button", { type: "button", class: "tl-expand-group" }, `expand ${name}`);
+        open.addEventListener("click", () => {
+          collapsed.delete(name);
+          draw();
+        });
+        details.append(h("strong", {}, name), h("div", {}, n.label), open);
+        return;
+      }
+      const body = h("tbody");
+      for (const [k, v] of nodeDetails(g, n, { mark: marks.get(n.id), declines: declinesOf(n.id) }))
+        body.append(h("tr", { "data-key": k }, h("td", {}, k), h("td", {}, v)));
+      details.append(h("strong", { class: "tl-details-title" }, n.label), h("table", { class: "tl-details" }, body));
+      const links = crossLinks(trace, n, traces);
+      if (links.length) {
+        const box = h("div", { class: "tl-links" }, h("div", { class: "tl-muted" }, n.derived_from ? "comes from (forward):" : "derived in other traces:"));
+        for (const l of links.slice(0, 40)) {
+          const b = h("button", { type: "button", class: "tl-jump", "data-trace": l.trace, "data-id": l.id }, `→ ${l.trace}: ${l.label} (${l.id})`);
+          b.addEventListener("click", () => opts.onJump ? opts.onJump(l.trace, l.id) : void 0);
+          box.append(b);
+        }
+        if (links.length > 40) box.append(h("div", { class: "tl-muted" }, `and ${links.length - 40} more`));
+        details.append(box);
+      }
+    };
+    const select = (id, centreIt = false) => {
+      if (selected) nodeEls.get(selected)?.classList.remove("tl-selected");
+      for (const e of edgeEls) e.el.classList.remove("tl-near");
+      selected = id;
+      if (id) {
+        nodeEls.get(id)?.classList.add("tl-selected");
+        for (const e of edgeEls) if (e.src === id || e.dst === id) e.el.classList.add("tl-near");
+        if (centreIt) {
+          centre(id);
+          nodeEls.get(id)?.classList.add("tl-selected");
+        }
+      }
+      wrap.setAttribute("data-selected", id ?? "");
+      showDetails(id);
+    };
+    const reveal = (id) => {
+      const n = byId.get(id);
+      const k = n ? groupOf(n, grouping) : null;
+      if (k && collapsed.has(k)) {
+        collapsed.delete(k);
+        draw();
+      }
+      select(lay?.nodes.has(id) ? id : k && lay?.nodes.has(`group:${k}`) ? `group:${k}` : null, true);
+    };
+    const markMatches = () => {
+      for (const el of scene.querySelectorAll(".tl-match")) el.classList.remove("tl-match");
+      matchShown.clear();
+      for (const id of matches) {
+        const n = byId.get(id), k = groupOf(n, grouping);
+        matchShown.add(k && collapsed.has(k) ? `group:${k}` : id);
+      }
+      for (const id of matchShown) nodeEls.get(id)?.classList.add("tl-match");
+    };
+    const runSearch = () => {
+      matches = searchNodes(g, search.value);
+      found.textContent = search.value.trim() ? `${matches.length} found` : "";
+      markMatches();
+    };
+    const step = (dir) => {
+      if (!matches.length) runSearch();
+      const next = nextMatch(matches, selected, dir);
+      if (next) {
+        reveal(next);
+        found.textContent = `${matches.indexOf(next) + 1} of ${matches.length}`;
+        markMatches();
+      }
+    };
+    search.addEventListener("input", runSearch);
+    search.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter") {
+        ev.preventDefault();
+        step(ev.shiftKey ? -1 : 1);
+      }
+    });
+    nextBtn.addEventListener("click", () => step(1));
+    prevBtn.addEventListener("click", () => step(-1));
+    const sync = () => {
+      bySel.value = grouping.by;
+      depthSel.style.display = grouping.by === "modules" ? "" : "none";
+      if (grouping.by === "modules") depthSel.value = String(grouping.depth);
+    };
+    const regroup = (next) => {
+      grouping = next;
+      collapsed.clear();
+      if (g.nodes.length > collapseAbove) collapseAll();
+      sync();
+      draw();
+    };
+    bySel.addEventListener("change", () => {
+      const by = bySel.value;
+      regroup(by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" });
+    });
+    depthSel.addEventListener("change", () => regroup({ by: "modules", depth: Number(depthSel.value) }));
+    collapseBtn.addEventListener("click", () => {
+      collapseAll();
+      draw();
+    });
+    expandBtn.addEventListener("click", () => {
+      collapsed.clear();
+      draw();
+    });
+    scene.addEventListener("click", (ev) => {
+      if (wasDrag()) return;
+      const t = ev.target;
+      const node = t.closest?.("g.tl-node"), group = t.closest?.("g.tl-group");
+      const id = node?.getAttribute("data-id");
+      if (id) {
+        if (id.startsWith("group:")) {
+          collapsed.delete(id.slice(6));
+          draw();
+        } else select(id);
+      } else if (group) {
+        collapsed.add(group.getAttribute("data-group"));
+        draw();
+      }
+    });
+    let edgeItems = [];
+    let nodeMarks = /* @__PURE__ */ new Map();
+    let culled = false;
+    let drawnRect = { x0: 0, y0: 0, x1: 0, y1: 0 };
+    function draw() {
+      shown = collapseGroups(g, grouping, collapsed);
+      nodeMarks = new Map(marks);
+      for (const n of g.nodes) {
+        const k = groupOf(n, grouping);
+        if (k && collapsed.has(k) && marks.has(n.id) && !nodeMarks.has(`group:${k}`)) nodeMarks.set(`group:${k}`, "changed");
+      }
+      lay = layoutCompound(
+        shown.nodes.map((n) => ({ id: n.id, width: nodeWidth(n), height: NODE_H2, group: n.id.startsWith("group:") ? null : groupOf(n, grouping) })),
+        shown.edges,
+        { floatSources: (id) => byId.get(id)?.kind === "input" }
+      );
+      edgeItems = [];
+      for (const e of shown.edges) {
+        const a = lay.nodes.get(e.src), b = lay.nodes.get(e.dst);
+        if (!a || !b) continue;
+        const x1 = a.x + a.width / 2, y1 = a.y + a.height, x2 = b.x + b.width / 2, y2 = b.y;
+        const my = (y1 + y2) / 2;
+        edgeItems.push({
+          src: e.src,
+          dst: e.dst,
+          d: `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`,
+          x0: Math.min(x1, x2),
+          y0: Math.min(y1, y2),
+          x1: Math.max(x1, x2),
+          y1: Math.max(y1, y2)
+        });
+      }
+      culled = shown.nodes.length > CULL_ABOVE;
+      if (selected && !lay.nodes.has(selected)) selected = null;
+      if (!fitted || !port.isConnected) {
+        fitted = true;
+        initialView();
+      } else apply();
+      renderScene(true);
+      if (selected) select(selected);
+    }
+    function wantedRect() {
+      if (!culled || !lay) return { x0: -Infinity, y0: -Infinity, x1: Infinity, y1: Infinity };
+      const { w, h: ht } = portSize();
+      const x0 = -view.x / view.k, y0 = -view.y / view.k, vw = w / view.k, vh = ht / view.k;
+      return { x0: x0 - vw / 2, y0: y0 - vh / 2, x1: x0 + vw * 1.5, y1: y0 + vh * 1.5 };
+    }
+    function renderScene(force = false) {
+      if (!lay) return;
+      const r = wantedRect();
+      if (!force && culled) {
+        const { w, h: ht } = portSize();
+        const x0 = -view.x / view.k, y0 = -view.y / view.k;
+        const inside = x0 >= drawnRect.x0 && y0 >= drawnRect.y0 && x0 + w / view.k <= drawnRect.x1 && y0 + ht / view.k <= drawnRect.y1;
+        if (inside) return;
+      }
+      if (!force && !culled) return;
+      drawnRect = r;
+      const hit = (x0, y0, x1, y1) => x1 >= r.x0 && x0 <= r.x1 && y1 >= r.y0 && y0 <= r.y1;
+      const frag = document.createDocumentFragment();
+      for (const gb of lay.groups) {
+        if (!hit(gb.x, gb.y, gb.x + gb.width, gb.y + gb.height)) continue;
+        const box = sv("g", { class: "tl-group", "data-group": gb.name });
+        box.append(sv("rect", { x: gb.x, y: gb.y, width: gb.width, height: gb.height, rx: 6 }));
+        box.append(sv("title", {}, `${gb.name}: click to collapse`), sv("text", { x: gb.x + 6, y: gb.y + 13 }, `▾ ${gb.name}`));
+        frag.append(box);
+      }
+      edgeEls.length = 0;
+      const edgeLayer = sv("g", { class: "tl-edges" });
+      for (const e of edgeItems) {
+        if (!hit(e.x0, e.y0, e.x1, e.y1)) continue;
+        const near = selected !== null && (e.src === selected || e.dst === selected);
+        const el = sv("path", { class: near ? "tl-edge tl-near" : "tl-edge", d: e.d, "marker-end": "url(#tl-arrow)" });
+        edgeEls.push({ src: e.src, dst: e.dst, el });
+        edgeLayer.append(el);
+      }
+      frag.append(edgeLayer);
+      nodeEls.clear();
+      for (const n of shown.nodes) {
+        const b = lay.nodes.get(n.id);
+        if (!hit(b.x, b.y, b.x + b.width, b.y + b.height)) continue;
+        const mark = nodeMarks.get(n.id);
+        const cls = `tl-node tl-kind-${n.kind}${mark ? ` tl-mark-${mark}` : ""}${mark === "executor" ? " tl-mark-changed" : ""}${n.id === selected ? " tl-selected" : ""}${matchShown.has(n.id) ? " tl-match" : ""}`;
+        const node = sv("g", { class: cls, "data-id": n.id });
+        node.append(sv("rect", {
+          x: b.x,
+          y: b.y,
+          width: b.width,
+          height: b.height,
+          rx: n.kind === "input" || n.kind === "output" ? 17 : 4,
+          fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor),
+          stroke: mark ? MARK_COLOR[mark] : "#666",
+          "stroke-width": mark ? 3 : 1
+        }));
+        node.append(sv("text", { class: "tl-name", x: b.x + b.width / 2, y: b.y + 15, "text-anchor": "middle" }, n.label));
+        const tl = typeLine(n);
+        if (tl) node.append(sv("text", { class: "tl-type", x: b.x + b.width / 2, y: b.y + 29, "text-anchor": "middle" }, tl));
+        nodeEls.set(n.id, node);
+        frag.append(node);
+      }
+      scene.replaceChildren(frag);
+      svg.setAttribute("data-drawn", String(nodeEls.size));
+    }
+    function initialView() {
+      if (!lay) return;
+      const { w, h: ht } = portSize();
+      const k = Math.min(w / lay.width, ht / lay.height, 1.2);
+      if (k >= 0.6) {
+        fit();
+        return;
+      }
+      view = { k: 0.85, x: Math.min(10, (w - lay.width * 0.85) / 2), y: 10 };
+      apply();
+    }
+    sync();
+    regroup(grouping);
+    const ready = () => {
+      if (!port.isConnected || !port.clientWidth) return false;
+      initialView();
+      if (opts.focus) reveal(opts.focus);
+      return true;
+    };
+    if (typeof requestAnimationFrame === "function") {
+      let tries = 0;
+      const wait = () => {
+        if (!ready() && tries++ < 600) requestAnimationFrame(wait);
+      };
+      requestAnimationFrame(wait);
+    }
+    return wrap;
+  }
+
   // src/views.ts
   var SCHEMA = "thunderlab.record/v1";
   function payloadProblem(p) {
@@ -22,55 +835,6 @@
     if (line.startsWith("+")) return "add";
     if (line.startsWith("-")) return "del";
     return "ctx";
-  }
-  var NODE_W = 150;
-  var NODE_H = 26;
-  var GAP_X = 24;
-  var GAP_Y = 46;
-  var PAD = 16;
-  function layoutGraph(graph) {
-    var _a;
-    const ids = graph.nodes.map((n) => n.id);
-    const known = new Set(ids);
-    const preds = new Map(ids.map((id) => [id, []]));
-    const succs = new Map(ids.map((id) => [id, []]));
-    for (const e of graph.edges) {
-      if (!known.has(e.src) || !known.has(e.dst) || e.src === e.dst) continue;
-      preds.get(e.dst).push(e.src);
-      succs.get(e.src).push(e.dst);
-    }
-    const indeg = new Map(ids.map((id) => [id, preds.get(id).length]));
-    const queue = ids.filter((id) => indeg.get(id) === 0);
-    const order = [];
-    for (let i = 0; i < queue.length; i++) {
-      const id = queue[i];
-      order.push(id);
-      for (const s2 of succs.get(id)) {
-        indeg.set(s2, indeg.get(s2) - 1);
-        if (indeg.get(s2) === 0) queue.push(s2);
-      }
-    }
-    const placed = new Set(order);
-    for (const id of ids) if (!placed.has(id)) order.push(id);
-    const layer = /* @__PURE__ */ new Map();
-    for (const id of order) {
-      let l = 0;
-      for (const p of preds.get(id)) if (layer.has(p)) l = Math.max(l, layer.get(p) + 1);
-      layer.set(id, l);
-    }
-    const rows = [];
-    for (const id of order) (rows[_a = layer.get(id)] ?? (rows[_a] = [])).push(id);
-    const positions = /* @__PURE__ */ new Map();
-    let widest = 0;
-    rows.forEach((row, l) => {
-      widest = Math.max(widest, row.length);
-      row.forEach((id, i) => positions.set(id, { x: PAD + i * (NODE_W + GAP_X), y: PAD + l * (NODE_H + GAP_Y), layer: l }));
-    });
-    return {
-      positions,
-      width: PAD * 2 + Math.max(0, widest * (NODE_W + GAP_X) - GAP_X),
-      height: PAD * 2 + Math.max(0, rows.length * (NODE_H + GAP_Y) - GAP_Y)
-    };
   }
   function scopeAt(scope, depth) {
     if (!scope) return null;
@@ -156,16 +920,9 @@
     for (let i = 0; i < executor.length; i++) h2 = h2 * 31 + executor.charCodeAt(i) >>> 0;
     return PALETTE[h2 % PALETTE.length];
   }
-  var ms = (s2) => (s2 * 1e3).toFixed(s2 < 0.01 ? 3 : 1);
+  var ms = (s) => (s * 1e3).toFixed(s < 0.01 ? 3 : 1);
   function h(tag, attrs = {}, ...children) {
     const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
-    for (const c of children) if (c) el.append(typeof c === "string" ? document.createTextNode(c) : c);
-    return el;
-  }
-  var SVG = "http://www.w3.org/2000/svg";
-  function s(tag, attrs = {}, ...children) {
-    const el = document.createElementNS(SVG, tag);
     for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
     for (const c of children) if (c) el.append(typeof c === "string" ? document.createTextNode(c) : c);
     return el;
@@ -194,9 +951,6 @@
 .thunderlab .tl-diff div{white-space:pre}
 .thunderlab .tl-add{background:rgba(46,160,67,.18)}.thunderlab .tl-del{background:rgba(248,81,73,.18)}
 .thunderlab .tl-hunk{color:#8a63d2;background:rgba(130,80,223,.12)}.thunderlab .tl-meta-line{color:#888}
-.thunderlab .tl-graph-wrap{overflow:auto;max-height:640px;border:1px solid var(--jp-border-color2,#e4e4e4)}
-.thunderlab svg.tl-graph text{font:11px ui-monospace,monospace;pointer-events:none}
-.thunderlab svg.tl-graph .tl-group,.thunderlab svg.tl-graph .tl-kind-region{cursor:pointer}
 .thunderlab .tl-muted{color:var(--jp-ui-font-color2,#888)}
 `;
   function header(p, opts) {
@@ -288,146 +1042,6 @@
     }
     return box;
   }
-  var MARK_STROKE = { added: "#1a7f37", changed: "#bf8700" };
-  var COLLAPSE_ABOVE = 300;
-  function graphView(g, changes, opts = {}) {
-    const collapseAbove = opts.collapseAbove ?? COLLAPSE_ABOVE;
-    const wrap = h("div", { class: "tl-graph-view" });
-    const canvas = h("div", { class: "tl-graph-wrap" });
-    const wanted = opts.grouping ?? "auto";
-    let grouping = wanted === "regions" ? { by: "regions" } : wanted === "none" ? { by: "none" } : wanted === "modules" && scopeDepth(g) ? { by: "modules", depth: defaultDepth(g) } : defaultGrouping(g);
-    const collapsed = /* @__PURE__ */ new Set();
-    const names = () => [...new Set(g.nodes.map((n) => groupOf(n, grouping)).filter((k) => !!k))];
-    const collapseAll = () => {
-      collapsed.clear();
-      for (const k of names()) collapsed.add(k);
-    };
-    const marks = /* @__PURE__ */ new Map();
-    for (const id of changes?.added ?? []) marks.set(id, "added");
-    for (const id of changes?.changed ?? []) marks.set(id, "changed");
-    const bar = h("div", { class: "tl-bar tl-graph-bar" });
-    const bySel = h(
-      "select",
-      { class: "tl-group-by" },
-      h("option", { value: "regions" }, "group: fusion regions"),
-      h("option", { value: "modules" }, "group: modules"),
-      h("option", { value: "none" }, "group: none")
-    );
-    const maxDepth = scopeDepth(g);
-    if (!maxDepth) bySel.querySelector('option[value="modules"]').setAttribute("disabled", "");
-    const depthSel = h("select", { class: "tl-depth", title: "module depth" });
-    for (let d = 1; d <= maxDepth; d++) depthSel.append(h("option", { value: d }, `depth ${d}`));
-    const collapseBtn = h("button", { class: "tl-collapse-all", type: "button" }, "collapse all");
-    const expandBtn = h("button", { class: "tl-expand-all", type: "button" }, "expand all");
-    const legend = h("span", { class: "tl-muted tl-changes" });
-    if (changes) legend.append(`vs previous step: +${changes.added.length} added, ~${changes.changed.length} changed, −${changes.removed.length} removed`);
-    bar.append(bySel, depthSel, collapseBtn, expandBtn, legend);
-    const sync = () => {
-      bySel.value = grouping.by;
-      depthSel.style.display = grouping.by === "modules" ? "" : "none";
-      if (grouping.by === "modules") depthSel.value = String(grouping.depth);
-    };
-    const regroup = (next) => {
-      grouping = next;
-      collapsed.clear();
-      if (g.nodes.length > collapseAbove) collapseAll();
-      sync();
-      draw();
-    };
-    bySel.addEventListener("change", () => {
-      const by = bySel.value;
-      regroup(by === "modules" ? { by: "modules", depth: defaultDepth(g) } : by === "regions" ? { by: "regions" } : { by: "none" });
-    });
-    depthSel.addEventListener("change", () => regroup({ by: "modules", depth: Number(depthSel.value) }));
-    collapseBtn.addEventListener("click", () => {
-      collapseAll();
-      draw();
-    });
-    expandBtn.addEventListener("click", () => {
-      collapsed.clear();
-      draw();
-    });
-    const draw = () => {
-      const shown = collapseGroups(g, grouping, collapsed);
-      const nodeMarks = new Map(marks);
-      for (const n of g.nodes) {
-        const k = groupOf(n, grouping);
-        if (k && collapsed.has(k) && marks.has(n.id) && !nodeMarks.has(`group:${k}`)) nodeMarks.set(`group:${k}`, "changed");
-      }
-      const nodes = shown.nodes, edges = shown.edges;
-      const lay = layoutGraph(shown);
-      const svg = s("svg", { class: "tl-graph", xmlns: SVG, width: lay.width, height: lay.height, viewBox: `0 0 ${lay.width} ${lay.height}` });
-      svg.append(s("defs", {}, s(
-        "marker",
-        { id: "tl-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" },
-        s("path", { d: "M0,0 L8,4 L0,8 z", fill: "#888" })
-      )));
-      const groups = /* @__PURE__ */ new Map();
-      for (const n of nodes) {
-        const k = n.id.startsWith("group:") ? null : groupOf(n, grouping);
-        if (k) {
-          const pos = lay.positions.get(n.id);
-          (groups.get(k) ?? groups.set(k, []).get(k)).push(pos);
-        }
-      }
-      for (const [name, ps] of groups) {
-        const x0 = Math.min(...ps.map((p) => p.x)) - 6, y0 = Math.min(...ps.map((p) => p.y)) - 14;
-        const x1 = Math.max(...ps.map((p) => p.x)) + NODE_W + 6, y1 = Math.max(...ps.map((p) => p.y)) + NODE_H + 6;
-        const box = s(
-          "g",
-          { class: "tl-group", "data-group": name },
-          s("title", {}, `${name} (click to collapse)`),
-          s("rect", { x: x0, y: y0, width: x1 - x0, height: y1 - y0, rx: 6, fill: "rgba(120,120,200,0.05)", stroke: "#7a7ac0", "stroke-dasharray": "5,3" }),
-          s("text", { x: x0 + 4, y: y0 + 10, fill: "#55559a" }, name)
-        );
-        box.addEventListener("click", () => {
-          collapsed.add(name);
-          draw();
-        });
-        svg.append(box);
-      }
-      for (const e of edges) {
-        const a = lay.positions.get(e.src), b = lay.positions.get(e.dst);
-        if (!a || !b) continue;
-        const x1 = a.x + NODE_W / 2, y1 = a.y + NODE_H, x2 = b.x + NODE_W / 2, y2 = b.y, my = (y1 + y2) / 2;
-        svg.append(s(
-          "path",
-          { d: `M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}`, fill: "none", stroke: "#999", "stroke-width": 1.2, "marker-end": "url(#tl-arrow)" },
-          s("title", {}, `${e.value}: ${e.type}`)
-        ));
-      }
-      for (const n of nodes) {
-        const p = lay.positions.get(n.id);
-        const label = n.label.length > 22 ? n.label.slice(0, 21) + "…" : n.label;
-        const mark = nodeMarks.get(n.id);
-        const node = s(
-          "g",
-          { class: `tl-node tl-kind-${n.kind}${mark ? ` tl-mark-${mark}` : ""}`, "data-id": n.id },
-          s("title", {}, [n.label, n.executor && `executor: ${n.executor}`, n.scope && `module: ${n.scope}`, n.source, mark && `${mark} by this step`].filter(Boolean).join("\n")),
-          s("rect", {
-            x: p.x,
-            y: p.y,
-            width: NODE_W,
-            height: NODE_H,
-            rx: n.kind === "call" || n.kind === "region" ? 4 : 13,
-            fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor),
-            stroke: mark ? MARK_STROKE[mark] : "#666",
-            "stroke-width": mark ? 2.5 : 1
-          }),
-          s("text", { x: p.x + NODE_W / 2, y: p.y + NODE_H / 2 + 4, "text-anchor": "middle" }, label)
-        );
-        if (n.id.startsWith("group:")) node.addEventListener("click", () => {
-          collapsed.delete(n.id.slice(6));
-          draw();
-        });
-        svg.append(node);
-      }
-      canvas.replaceChildren(svg);
-    };
-    regroup(grouping);
-    wrap.append(bar, canvas);
-    return wrap;
-  }
   function timingsView(p) {
     const names = Object.keys(p.regions);
     if (!names.length) return h("div", { class: "tl-muted" }, "(no fusion regions)");
@@ -459,6 +1073,13 @@
       h("thead", {}, h("tr", {}, ...["region", "executor", "version", "count", "median ms", "min ms", "error"].map((t) => h("th", {}, t)))),
       body
     );
+  }
+  function declinesAt(p, step) {
+    for (let i = Math.min(step, p.steps.length - 1); i >= 0; i--) {
+      const notes = p.steps[i].notes;
+      if (notes && notes.declines) return notes.declines;
+    }
+    return {};
   }
   function tabs(labels, active, onPick) {
     const bar = h("div", { class: "tl-tabs" });
@@ -509,7 +1130,22 @@
       ));
       if (state.pane === "Program") box.append(h("pre", { class: "tl-program" }, t.program));
       else if (state.pane === "Diff") box.append(diffView(t.diff));
-      else box.append(graphView(t.graph, t.changes));
+      else {
+        const graphs = Object.fromEntries(Object.entries(traces).map(([k, v]) => [k, v.graph]));
+        const focus = state.focus;
+        state.focus = null;
+        box.append(graphView(t.graph, t.changes, {
+          trace,
+          traces: graphs,
+          focus,
+          declines: declinesAt(p, st.index),
+          onJump: (tr, id) => {
+            state.trace = tr;
+            state.focus = id;
+            paint();
+          }
+        }));
+      }
     };
     paint();
     return box;

@@ -3,7 +3,7 @@
 import { CodeEditor, type IEditorServices } from "@jupyterlab/codeeditor";
 import { PanelWithToolbar } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
-import { alignLines, graphView, h, type Payload } from "../../views";
+import { alignLines, declinesAt, graphView, h, type Payload } from "../../views";
 import type { IThunderlabSidebar } from "../tokens";
 import { declines } from "./model";
 
@@ -12,6 +12,7 @@ type View = (typeof VIEWS)[number];
 
 class StepBody extends Widget {
   private view: View = "Program";
+  private focus: string | null = null;  // the graph node to show next (followed from the other trace)
   private against: number | null = null;  // the step the diff compares with (null: the previous one)
   private editor: CodeEditor.IEditor | null = null;
   private model = new CodeEditor.Model();
@@ -66,7 +67,13 @@ class StepBody extends Widget {
       if (this.model.sharedModel.getSource() !== t.program) this.model.sharedModel.setSource(t.program);
       parts.push(this._editor());
     } else if (this.view === "Diff") parts.push(this._diff(p, st.index, trace!));
-    else if (this.view === "Graph") parts.push(graphView(t.graph, t.changes, this.tl.settings));
+    else if (this.view === "Graph") {
+      const graphs = Object.fromEntries(Object.entries(traces!).map(([k, v]) => [k, v.graph]));
+      const focus = this.focus;
+      this.focus = null;
+      parts.push(graphView(t.graph, t.changes, { ...this.tl.settings, trace, traces: graphs, focus,
+        declines: declinesAt(p, st.index), onJump: (tr, id) => { this.focus = id; s.setTrace(tr); } }));
+    }
     else parts.push(this._whyNot(p, st.index, t.graph.nodes));
     this.node.replaceChildren(...parts.filter((x): x is HTMLElement => !!x));
   }

@@ -1,0 +1,3 @@
+// The graph view's pure parts, bundled for node --test (build.mjs --test).
+export * from "./layout";
+export * from "./model";
