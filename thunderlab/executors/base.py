@@ -67,9 +67,9 @@ def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, o
     impls: dict[str, Callable] = {}
     for b in trace.bound_symbols:
         ex = get_executor(b.executor or default)
-        if b.sym.module == "fusion" and (options or {}).get("eager_regions"):
+        if b.sym.is_region and (options or {}).get("eager_regions"):
             fn = b.sym.impl  # the members one by one, with torch: no kernel is compiled
-        elif b.sym.module == "fusion":
+        elif b.sym.is_region:
             fn = ex.bind_region(b, options or {})
             if regions is not None:
                 regions[b.sym.name] = fn

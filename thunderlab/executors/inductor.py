@@ -7,7 +7,7 @@ import threading
 
 import torch
 
-from thunderlab.core.symbols import BoundSymbol, Symbol, Tag
+from thunderlab.core.symbols import BoundSymbol, Kind, Symbol, Tag
 from thunderlab.core.trace import region_trace
 
 from .base import Executor, bind, register_executor
@@ -66,7 +66,7 @@ class InductorExecutor(Executor):
         s = bsym.sym
         if s.name in _DECLINE:
             return False, f"{s.qualname} {_DECLINE[s.name]}"
-        if s.module == "torch":
+        if s.kind is Kind.OPAQUE:
             return False, f"{s.qualname} is an opaque torch call, which inductor is not handed"
         if Tag.BOOKKEEPING in s.tags:
             return False, f"{s.qualname} is bookkeeping"

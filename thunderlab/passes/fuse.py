@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from thunderlab.core.program import Program
-from thunderlab.core.symbols import BoundSymbol, Symbol
+from thunderlab.core.symbols import BoundSymbol, Kind, Symbol
 from thunderlab.core.trace import Trace, region_trace
 from thunderlab.executors.base import EXECUTORS
 
@@ -149,7 +149,7 @@ def _region(group: _Group, counter, out_names, trace) -> BoundSymbol:
     outputs = tuple(p for b in members for p in b.outputs if p.name in out_names or p.name in consumers)
     name = f"{group.executor}{counter[0]}"
     counter[0] += 1
-    sym = Symbol(name=name, module="fusion", impl=None, qualname=name)
+    sym = Symbol(name, Kind.FUSION, qualname=name)
     region = BoundSymbol(sym, tuple(inputs), {}, outputs, tuple(members), members[-1].source, executor=group.executor)
     sym.impl = _EagerRegion(region)  # what printed programs and verification run
     return region
@@ -194,14 +194,14 @@ class Fuse(Pass):
 
     def __call__(self, program: Program) -> Program:
         counter = [0]
-        return Program({n: fuse_trace(t, counter, self.max_size) for n, t in program.traces.items()})
+        return program.map(lambda t: fuse_trace(t, counter, self.max_size))
 
     def describe(self, before: Program, after: Program) -> dict:
         regions = {}
         left_out = {}
         for t in after:
             for b in t.bound_symbols:
-                if b.sym.module == "fusion":
+                if b.sym.is_region:
                     regions[b.sym.name] = {"executor": b.executor, "members": len(b.subsymbols),
                                            "member_ids": [s.id for s in b.subsymbols],
                                            "nvfuser_definition": nvfuser_view(b)}
