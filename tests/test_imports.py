@@ -142,3 +142,11 @@ def test_no_private_name_imported_within_ops():
     bad = private_imports(_in_ops)
     assert not bad, "private names crossing modules (give them a public name in one module):\n" + "\n".join(bad)
 
+
+def test_no_module_patches_other_code_at_run_time():
+    """Production code never uses unittest.mock: patching another library's code is process-wide state."""
+    users = sorted(a for a, path in MODULES.items()
+                   for node in _imports(ast.parse(path.read_text()))
+                   if any(n.startswith("unittest") for n in
+                          ([x.name for x in node.names] if isinstance(node, ast.Import) else [node.module or ""])))
+    assert not users, f"modules importing unittest(.mock): {users}"

@@ -29,8 +29,12 @@ class Executor:
         raise NotImplementedError
 
     def bind_region(self, bsym: BoundSymbol, options: dict) -> Callable:
-        """For fusion executors: the callable that runs the fusion region ``bsym``."""
+        """For fusion executors: the callable that runs the fusion region ``bsym`` (see FusionExecutor)."""
         raise NotImplementedError(f"{self.name} does not run fusion regions")
+
+    def describe(self, bsym: BoundSymbol) -> str | None:
+        """For fusion executors: what it would make of the region ``bsym``, as text (None: nothing to show)."""
+        return None
 
     def __repr__(self) -> str:
         return f"<executor {self.name}>"

@@ -4,14 +4,15 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from typing import Callable
 
 import torch
 
 from thunderlab.core.symbols import BoundSymbol, Kind, Symbol, Tag
-from thunderlab.core.trace import region_trace
+from thunderlab.core.trace import Trace
 
-from .base import Executor, bind, register_executor
-from .region import RegionRunner
+from .base import bind, register_executor
+from .fusion import FusionExecutor, torch_region
 
 # the torch-level or prim calls inductor is not handed
 _DECLINE = {
@@ -19,16 +20,6 @@ _DECLINE = {
 }
 _compiled: dict[tuple, tuple] = {}  # (region code, input metadata) -> (callable, kernel source)
 _lock = threading.Lock()
-
-
-def cache_dir() -> str:
-    """Where Inductor keeps compiled regions across processes (TORCHINDUCTOR_CACHE_DIR, if set)."""
-    d = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if not d:
-        d = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache")),
-                         "thunderlab", "inductor")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
-    return d
 
 
 def _arg(b: BoundSymbol, i: int, name: str, default):
@@ -46,9 +37,8 @@ def _draws_random(b: BoundSymbol) -> bool:
     return True
 
 
-class InductorExecutor(Executor):
+class InductorExecutor(FusionExecutor):
     name = "inductor"
-    fusion = True
 
     def available(self) -> tuple[bool, str]:
         if torch.cuda.is_available():
@@ -82,50 +72,47 @@ class InductorExecutor(Executor):
     def implementation(self, sym: Symbol):
         return sym.impl
 
-    def bind_region(self, bsym: BoundSymbol, options: dict):
-        region = region_trace(bsym).derive(bound_symbols=[b.replace(executor="torch") for b in bsym.subsymbols])
-        eager = bind(region)
-        device = next((p.device for p in region.tensor_inputs()), torch.device("cpu"))
-        needs_autograd = options.get("grad_enabled", False) and any(p.requires_grad for p in region.tensor_inputs())
+    def compile(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
         key = (region.python(source=False, comments=False, imports=False),
                tuple((p.shape, p.dtype, p.device) for p in region.tensor_inputs()))
+        return compile_region(key, region, args)
 
-        def build(args):
-            if needs_autograd:
-                raise RuntimeError("its inputs require grad and no autodiff pass ran, so torch runs it "
-                                   "(autograd must see every op); add 'autodiff' before 'claim'")
-            return compile_region(key, region, args)
-
-        return RegionRunner(bsym.sym.name, self.name, eager, build,
-                            tiered=options.get("tiered", True), timing=options.get("timing", False), device=device)
+    def describe(self, bsym: BoundSymbol) -> str:
+        """The region as the torch program Inductor is handed (its kernels exist once it has run)."""
+        return torch_region(bsym).python(source=False, imports=False)
 
 
 def compile_region(key, region, args):
-    """(compiled callable, generated kernel source) for a region, memoized by its code and input metadata."""
+    """(compiled callable, generated kernel source) for a region, memoized by its code and input metadata.
+
+    Nothing process-wide changes: Inductor's cache directory is its own (TORCHINDUCTOR_CACHE_DIR when
+    set), and the kernel source comes from the compiled graph Inductor returns, not from a patched hook.
+    """
     with _lock:
         hit = _compiled.get(key)
     if hit is not None:
         return hit
-    cache_dir()
-    from unittest import mock
-
-    from torch._inductor.compile_fx import compile_fx
-    from torch._inductor.graph import GraphLowering
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     captured: list = []
+    source: list[str] = []
+
+    def inner(gm, example_inputs, **kwargs):
+        compiled = compile_fx_inner(gm, example_inputs, **kwargs)
+        code = getattr(compiled, "source_code", None)  # the generated module (also on a cache hit)
+        if code:
+            source.append(code)
+        return compiled
 
     def backend(gm, example_inputs):
         sources = [getattr(getattr(n.meta.get("grapharg"), "source", None), "local_name", None)
                    for n in gm.graph.find_nodes(op="placeholder")]
-        compiled = compile_fx(gm, example_inputs)
+        compiled = compile_fx(gm, example_inputs, inner_compile=inner)
         captured.append((sources, compiled))
         return compiled
 
     guarded = torch.compile(bind(region, traced=True), backend=backend, fullgraph=True, dynamic=False)
-    source: list[str] = []
-    # Inductor hands each generated module to this hook; unlike its run_and_get_code helper,
-    # catching it here leaves TorchDynamo's caches (the user's compiled frames) alone
-    with mock.patch.object(GraphLowering, "save_output_code", staticmethod(source.append)), torch.no_grad():
+    with torch.no_grad():
         guarded(*args)  # compiles, with the first call's real inputs (their types and strides)
     if not source:
         source.append("# Inductor handed back no kernel source for this region")

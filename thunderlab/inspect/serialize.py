@@ -131,7 +131,7 @@ class RecordPayload:
             if isinstance(code, (list, tuple)):
                 code = "\n\n".join(code)
             if code is None:
-                code = fuse_notes.get(name, {}).get("nvfuser_definition")
+                code = fuse_notes.get(name, {}).get("description")
             out[name] = {"executor": summ["executor"], "version": summ["running"], "error": summ["error"],
                          "history": jsonable(summ["history"]), "timings": jsonable(summ["timings"]),
                          "code": code}
