@@ -150,3 +150,21 @@ def test_no_module_patches_other_code_at_run_time():
                    if any(n.startswith("unittest") for n in
                           ([x.name for x in node.names] if isinstance(node, ast.Import) else [node.module or ""])))
     assert not users, f"modules importing unittest(.mock): {users}"
+
+
+# DESIGN.md's layers, read from the bottom: a module never imports one of a higher layer, lazily or not.
+# inspect sits beside ops and reads only core (a record is data; the verbs that act on it live in api).
+LAYERS = {"core": 0, "ops": 1, "inspect": 1, "executors": 2, "passes": 3, "runtime": 4, "frontend": 5, "api": 6,
+          "cli": 7, "jupyter": 7}
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def test_layers_import_only_downwards():
+    up = sorted({f"{a} -> {b}" for a, b, _ in edges()
+                 if _layer(a) and _layer(b) and (LAYERS[_layer(b)] > LAYERS[_layer(a)]
+                                                  or (_layer(a) == "inspect" and _layer(b) not in ("inspect", "core")))})
+    assert not up, "imports that go up a layer (see DESIGN.md, 'Imports run one way'):\n" + "\n".join(up)

@@ -5,6 +5,8 @@ import functools
 
 import torch
 
+from thunderlab.core import fastpaths
+from thunderlab.core.fastpaths import set_fast_paths
 from thunderlab.core.trace import Trace
 from thunderlab.executors import default_order
 from thunderlab.frontend.dispatch import MISS, DirectCalls
@@ -36,7 +38,7 @@ class JitFunction:
             functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        if self.direct is not None:
+        if self.direct is not None and fastpaths.enabled():  # a fast path (see thunderlab.core.fastpaths)
             out = self.direct(args, kwargs)
             if out is not MISS:
                 return out
@@ -129,5 +131,5 @@ def _records_of(jfn) -> list[CompileRecord]:
                     f"for torch.compile(backend='thunderlab') use thunderlab.records()")
 
 
-__all__ = ["JitFunction", "bisect", "clear_records", "compare", "jit", "last_record", "last_traces", "profile", "records",
+__all__ = ["JitFunction", "bisect", "set_fast_paths", "clear_records", "compare", "jit", "last_record", "last_traces", "profile", "records",
            "rerun", "set_limits"]

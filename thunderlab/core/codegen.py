@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from . import fastpaths
 from .proxies import ScalarInput, TensorProxy
 from .symbols import BoundSymbol, tree_flatten
 
@@ -116,7 +117,8 @@ _LINES: "weakref.WeakKeyDictionary[BoundSymbol, dict[bool, str]]" = weakref.Weak
 
 
 def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
-    cached = _LINES.get(bsym)
+    fast = fastpaths.enabled()
+    cached = _LINES.get(bsym) if fast else None
     if cached is not None and comments in cached:
         return cached[comments]
     uses = p.constant_uses
@@ -124,7 +126,7 @@ def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
     note = _comment(bsym) if comments else ""
     if note:
         stmt = f"{stmt.ljust(_COMMENT_COLUMN)}  # {note}"
-    if p.constant_uses == uses:
+    if p.constant_uses == uses and fast:
         _LINES.setdefault(bsym, {})[comments] = stmt
     return stmt
 

@@ -8,6 +8,7 @@ from typing import Callable
 
 import torch
 
+from thunderlab.core import fastpaths
 from thunderlab.core.symbols import BoundSymbol, Kind, Symbol, Tag
 from thunderlab.core.trace import Trace
 
@@ -128,7 +129,7 @@ def _direct(region, captured, guarded):
     thunderlab's cache already keys the region on its inputs' metadata, and Inductor checks
     sizes and strides itself; a call it rejects goes through the guarded function instead.
     """
-    if len(captured) != 1:
+    if len(captured) != 1 or not fastpaths.enabled():
         return guarded
     sources, compiled = captured[0]
     names = [p.name for p in region.inputs]

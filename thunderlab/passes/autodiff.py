@@ -202,7 +202,26 @@ def split(trace: Trace) -> Program | None:
 @register_pass
 @dataclass(frozen=True)
 class Autodiff(Pass):
-    """Differentiate: a forward trace that also returns what backward needs, and a backward trace."""
+    """Differentiate: a forward trace that also returns what backward needs, and a backward trace.
+
+    The result is a training program: ``Program.training`` names the values saved for the
+    backward and the outputs whose gradients it takes. For ``x`` that requires grad::
+
+        def forward(x):                     def forward(x):
+            t0 = ltorch.sin(x)                  t0 = prims.sin(x)
+            t1 = ltorch.mul(t0, x)    ->        t1 = ltorch.mul(t0, x)
+            return t1                           return (t1, (x, t0))
+
+                                            def backward(x, t0, grad_t1):
+                                                t2 = ltorch.mul(grad_t1, x)
+                                                t3 = ltorch.mul(grad_t1, t0)
+                                                t4 = prims.cos(x)
+                                                t5 = prims.mul(t2, t4)
+                                                t6 = prims.add(t3, t5)
+                                                return (t6,)
+
+    (training: saved ``x, t0``; gradients of ``t1``.)
+    """
 
     name = "autodiff"
     repeatable = False  # a program that has a backward trace is left as it is

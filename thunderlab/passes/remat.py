@@ -103,7 +103,18 @@ def _needed(new_saved, recompute, saved):
 @register_pass
 @dataclass(frozen=True)
 class Remat(Pass):
-    """Rematerialize: save a min-cut of values for backward and recompute cheap ops from them."""
+    """Rematerialize: save a min-cut of values for backward and recompute cheap ops from them.
+
+    With ``recompute=all``, a forward that saved both ``t0 = exp(x)`` and ``t1 = tanh(t0)``
+    saves ``t0`` alone, and the backward makes ``t1`` again::
+
+        return (t2, (w, t1, t0))      ->    return (t2, (w, t0))
+
+        def backward(w, t1, t0, grad_t2):   def backward(w, t0, grad_t2):
+            t3 = prims.transpose(w, ...)        t1 = ltorch.tanh(t0)
+            ...                                 t3 = prims.transpose(w, ...)
+                                                ...
+    """
 
     name = "remat"
     requires = ("autodiff",)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from thunderlab.core import fastpaths
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import tree_flatten
@@ -98,7 +99,7 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     fast_apply = super(torch.autograd.Function, ThunderlabFunction).apply
 
     def apply(*args):
-        if _functorch_active():
+        if _functorch_active() or not fastpaths.enabled():
             return ThunderlabFunction.apply(*args)
         return fast_apply(*args)
 
