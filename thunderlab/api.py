@@ -5,14 +5,20 @@ import functools
 
 import torch
 
+from thunderlab.core import fastpaths
+from thunderlab.core.fastpaths import set_fast_paths
 from thunderlab.core.trace import Trace
 from thunderlab.executors import default_order
 from thunderlab.frontend.dispatch import MISS, DirectCalls
 from thunderlab.frontend.dynamo import Backend, BackendLink
+from thunderlab.inspect import record as _record_module
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.passes import DEFAULT_PIPELINE
 from thunderlab.passes.base import PipelineError
 from thunderlab.runtime.compiled import Options, all_records, clear_records, set_limits
+from thunderlab.passes.runner import Bisection
+from thunderlab.passes.runner import bisect as _bisect
+from thunderlab.runtime.compare import RecordComparison, compare_records
 from thunderlab.runtime.compiled import rerun as _rerun
 
 
@@ -32,7 +38,7 @@ class JitFunction:
             functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        if self.direct is not None:
+        if self.direct is not None and fastpaths.enabled():  # a fast path (see thunderlab.core.fastpaths)
             out = self.direct(args, kwargs)
             if out is not MISS:
                 return out
@@ -96,6 +102,20 @@ def rerun(record: CompileRecord, pipeline: str | None = None) -> CompileRecord:
     return _rerun(record, pipeline)
 
 
+def bisect(record: CompileRecord, inputs=None, reference=None) -> Bisection | None:
+    """The first step whose program's outputs differ from eager on ``inputs`` (default: the captured ones)."""
+    return _bisect(record, inputs, reference)
+
+
+def compare(record: CompileRecord, other: CompileRecord, *, time: bool = True) -> RecordComparison:
+    """How the pipeline, the program and (with ``time``) the run time changed from ``record`` to ``other``."""
+    return compare_records(record, other, time=time)
+
+
+# ``record.rerun(...)``, ``record.bisect(...)`` and ``record.compare(...)`` are these verbs
+_record_module.VERBS.update(rerun=rerun, bisect=bisect, compare=compare)
+
+
 def profile(jfn: JitFunction, *args, **kwargs) -> dict[str, list[dict]]:
     """Call ``jfn`` once under the torch profiler; the kernels each fusion region ran, by region."""
     from thunderlab.runtime.profile import profile_call
@@ -111,5 +131,5 @@ def _records_of(jfn) -> list[CompileRecord]:
                     f"for torch.compile(backend='thunderlab') use thunderlab.records()")
 
 
-__all__ = ["JitFunction", "jit", "last_record", "last_traces", "records", "clear_records", "set_limits", "rerun",
-           "profile"]
+__all__ = ["JitFunction", "bisect", "set_fast_paths", "clear_records", "compare", "jit", "last_record", "last_traces", "profile", "records",
+           "rerun", "set_limits"]

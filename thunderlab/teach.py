@@ -86,7 +86,7 @@ def check_close(ex: str, got, expected, *, what: str = "the output", rtol: float
 
 def calls(trace: Trace) -> list[str]:
     """The symbols a trace calls, in order (``ltorch.mul``, ...), without ``del`` bookkeeping."""
-    return [b.sym.qualname for b in trace.bound_symbols if b.sym.name != "python_del"]
+    return [b.sym.qualname for b in trace.bound_symbols if not b.sym.bookkeeping]
 
 
 def line(call) -> str:
@@ -97,7 +97,7 @@ def line(call) -> str:
 def lines(trace: Trace) -> list[str]:
     """The trace's statements as printed, one per call, without comments or ``del``."""
     p = Printer()
-    return [statement(p, b) for b in trace.bound_symbols if b.sym.name != "python_del"]
+    return [statement(p, b) for b in trace.bound_symbols if not b.sym.bookkeeping]
 
 
 def _as_trace(ex: str, t, what: str) -> Trace:

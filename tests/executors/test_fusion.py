@@ -9,6 +9,7 @@ from thunderlab.core.symbols import BoundSymbol, Symbol
 from thunderlab.executors.base import EXECUTORS, Executor, bind, register_executor
 from thunderlab.executors.region import RegionRunner
 from thunderlab.core.trace import region_trace
+from thunderlab.passes.fuse import nvfuser_view
 
 
 class EagerFuser(Executor):
@@ -237,8 +238,8 @@ def test_every_region_shows_what_nvfuser_would_be_given():
     j = thunderlab.jit(f, pipeline="claim{executors=testfuse+torch},fuse")
     args = torch.randn(4, 8), torch.randn(8), torch.randn(8)
     j(*args)
-    regions = next(s for s in thunderlab.last_record(j).steps if s.spec == "fuse").notes["regions"]
-    texts = [r["nvfuser_definition"] for r in regions.values()]
+    fused = next(s for s in thunderlab.last_record(j).steps if s.spec == "fuse").program.forward
+    texts = [nvfuser_view(b) for b in fused.bound_symbols if b.sym.is_region]
     assert any("fd.ops.mul(" in t and "fd.add_output(" in t and "def nvfuser_fusion(fd" in t for t in texts), texts
 
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 import math
 import weakref
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import torch
 
-from .proxies import TensorProxy
+from . import fastpaths
+from .proxies import ScalarInput, TensorProxy
 from .symbols import BoundSymbol, tree_flatten
-from .trace import ScalarInput, Trace
+
+if TYPE_CHECKING:  # annotations only: trace.py imports this module to print itself
+    from .trace import Trace
 
 HEADER_IMPORTS = "import torch\nfrom thunderlab.ops import prims, ltorch\n"
 _COMMENT_COLUMN = 64
@@ -113,7 +117,8 @@ _LINES: "weakref.WeakKeyDictionary[BoundSymbol, dict[bool, str]]" = weakref.Weak
 
 
 def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
-    cached = _LINES.get(bsym)
+    fast = fastpaths.enabled()
+    cached = _LINES.get(bsym) if fast else None
     if cached is not None and comments in cached:
         return cached[comments]
     uses = p.constant_uses
@@ -121,7 +126,7 @@ def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
     note = _comment(bsym) if comments else ""
     if note:
         stmt = f"{stmt.ljust(_COMMENT_COLUMN)}  # {note}"
-    if p.constant_uses == uses:
+    if p.constant_uses == uses and fast:
         _LINES.setdefault(bsym, {})[comments] = stmt
     return stmt
 
@@ -142,32 +147,38 @@ def python(trace: Trace, *, source: bool = True, comments: bool = True, imports:
         lines += [f"# {h}" for h in header.splitlines()]
     if imports:
         lines.append(HEADER_IMPORTS)
-    if regions:
-        from .trace import region_trace
+    return function(trace.name, trace.inputs, trace.bound_symbols, trace.output, lines, p, source=source,
+                    comments=comments, regions=regions, packed=packed)
 
-        for b in trace.bound_symbols:
-            if b.sym.module == "fusion":
+
+def function(name: str, inputs, bound_symbols, output, lines: list[str], p: Printer, *, source: bool, comments: bool,
+             regions: bool, packed: bool = False) -> str:
+    """One function's text (after ``lines``), with the fusion regions it calls printed above it."""
+    if regions:
+        for b in bound_symbols:
+            if b.sym.is_region:
                 lines.append(f"# fusion region {b.sym.name}: {len(b.subsymbols)} calls, run by {b.executor}")
-                lines.append(python(region_trace(b), source=source, comments=comments, imports=False, printer=p))
-    params = ", ".join(p.value(i) for i in trace.inputs)
+                lines.append(function(b.sym.name, list(b.args), b.subsymbols, b.output, [], p, source=source,
+                                      comments=comments, regions=True))
+    params = ", ".join(p.value(i) for i in inputs)
     if packed:
-        lines.append(f"def {trace.name}(_inputs):")
-        if trace.inputs:
-            lines.append(f"    {params}{',' if len(trace.inputs) == 1 else ''} = _inputs")
+        lines.append(f"def {name}(_inputs):")
+        if inputs:
+            lines.append(f"    {params}{',' if len(inputs) == 1 else ''} = _inputs")
         lines.append("    _inputs.clear()")
     else:
-        lines.append(f"def {trace.name}({params}):")
+        lines.append(f"def {name}({params}):")
     if comments:
-        for i in trace.inputs:
+        for i in inputs:
             lines.append(f"    # {i.name}: {i.type_string()}")
     last_src = None
-    for bsym in trace.bound_symbols:
+    for bsym in bound_symbols:
         src = bsym.source
         if source and src is not None and (src.file, src.line) != last_src:
             lines.append(f"    # {src.short()}   {src.code.strip()}".rstrip())
             last_src = (src.file, src.line)
         lines.append(_line(p, bsym, comments))
-    lines.append(f"    return {p.value(trace.output)}")
+    lines.append(f"    return {p.value(output)}")
     return "\n".join(lines) + "\n"
 
 

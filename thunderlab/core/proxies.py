@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from functools import cached_property
 
 import torch
@@ -68,3 +69,14 @@ class TensorProxy:
 
 def is_proxy(x) -> bool:
     return isinstance(x, TensorProxy)
+
+
+@dataclass(frozen=True, eq=False)
+class ScalarInput:
+    """A non-tensor input (e.g. a symbolic size from Dynamo), specialized to ``value``."""
+
+    name: str
+    value: Any
+
+    def type_string(self) -> str:
+        return f"{type(self.value).__name__} = {self.value!r}"

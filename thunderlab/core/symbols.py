@@ -10,6 +10,7 @@ from functools import cached_property
 from types import SimpleNamespace
 from typing import Any, Callable
 
+from .context import current_trace
 from .proxies import TensorProxy
 
 _ids = itertools.count(1)
@@ -48,7 +49,27 @@ class Tag(enum.Enum):
     BOOKKEEPING = "bookkeeping"  # no computation at all (``del``)
 
 
-@dataclass(eq=False)
+class Kind(enum.Enum):
+    """What sort of operation a symbol is; passes and views ask this, not the symbol's name."""
+
+    PRIM = "prim"  # a primitive: executors implement it directly; no decomposition
+    TORCH = "torch"  # a torch-level op (``ltorch``), usually with a decomposition into prims
+    OPAQUE = "opaque"  # a torch function called as is: no decomposition, nothing known inside
+    FUSION = "fusion"  # a fusion region: its subsymbols are the calls an executor runs as one
+    BOOKKEEPING = "bookkeeping"  # no computation at all (``del``)
+
+    @property
+    def namespace(self) -> str:
+        """The name printed programs call symbols of this kind through."""
+        return _NAMESPACES[self]
+
+
+_NAMESPACES = {Kind.PRIM: "prims", Kind.TORCH: "ltorch", Kind.OPAQUE: "torch", Kind.FUSION: "fusion",
+               Kind.BOOKKEEPING: "prims"}
+_BY_MODULE = {"prims": Kind.PRIM, "ltorch": Kind.TORCH, "torch": Kind.OPAQUE, "fusion": Kind.FUSION}
+
+
+@dataclass(eq=False, init=False)
 class Symbol:
     """An operation: its name, how to compute output metadata, and how to run it eagerly.
 
@@ -59,22 +80,55 @@ class Symbol:
     """
 
     name: str
-    module: str  # "prims", "ltorch" or "torch" (an opaque torch call)
+    kind: Kind
     impl: Callable
-    meta: Callable | None = None
-    decomposition: Callable | None = None
-    is_prim: bool = False
-    tags: frozenset = frozenset()  # Tag values
-    printer: Callable | None = None  # custom printing, e.g. `del`
-    qualname: str | None = None  # how the printed program spells the call
+    meta: Callable | None
+    decomposition: Callable | None
+    tags: frozenset  # Tag values
+    printer: Callable | None  # custom printing, e.g. `del`
+    qualname: str  # how the printed program spells the call
     # a function whose parameters name the op's arguments (``BoundSymbol.params``) when neither the
     # decomposition nor the meta has named ones (an op kept whole, whose meta takes ``*args``)
-    signature: Callable | None = None
+    signature: Callable | None
 
-    def __post_init__(self):
-        if self.qualname is None:
-            self.qualname = f"{self.module}.{self.name}"
-        self.tags = frozenset(self.tags)
+    def __init__(self, name: str, kind: Kind | None = None, impl: Callable | None = None, meta: Callable | None = None,
+                 decomposition: Callable | None = None, *, tags=frozenset(), printer: Callable | None = None,
+                 qualname: str | None = None, module: str | None = None, is_prim: bool | None = None,
+                 signature: Callable | None = None):
+        # ``module`` ("prims", "ltorch", "torch", "fusion") names the kind by its printed namespace
+        if kind is None:
+            if module not in _BY_MODULE:
+                raise ValueError(f"Symbol {name!r}: give kind= (one of {', '.join(k.name for k in Kind)}), "
+                                 f"or module= one of {', '.join(_BY_MODULE)}; got module={module!r}")
+            kind = _BY_MODULE[module]
+        elif isinstance(kind, str):
+            kind = _BY_MODULE.get(kind) or Kind(kind)
+        if is_prim is not None and is_prim != (kind in (Kind.PRIM, Kind.BOOKKEEPING)):
+            raise ValueError(f"Symbol {name!r}: is_prim={is_prim} contradicts kind {kind.name}")
+        self.name, self.kind, self.impl, self.meta, self.decomposition = name, kind, impl, meta, decomposition
+        self.tags = frozenset(tags) | ({Tag.BOOKKEEPING} if kind is Kind.BOOKKEEPING else frozenset())
+        self.printer = printer
+        self.signature = signature
+        self.qualname = qualname if qualname is not None else f"{kind.namespace}.{name}"
+
+    @property
+    def module(self) -> str:
+        """The namespace printed calls go through: "prims", "ltorch", "torch" or "fusion"."""
+        return self.kind.namespace
+
+    @property
+    def is_prim(self) -> bool:
+        return self.kind in (Kind.PRIM, Kind.BOOKKEEPING)
+
+    @property
+    def is_region(self) -> bool:
+        """A fusion region (its subsymbols run as one compiled unit)."""
+        return self.kind is Kind.FUSION
+
+    @property
+    def bookkeeping(self) -> bool:
+        """No computation (``del``): not counted, not claimed, not drawn as a node."""
+        return Tag.BOOKKEEPING in self.tags
 
     @property
     def random(self) -> bool:
@@ -94,8 +148,6 @@ class Symbol:
                         f"parameters name its arguments")
 
     def __call__(self, *args, **kwargs):
-        from .trace import current_trace
-
         tr = current_trace()
         if tr is None:
             return self.impl(*args, **kwargs)

@@ -1,32 +1,18 @@
 """Traces: inputs, bound symbols in SSA order, outputs; and the tracing context."""
 from __future__ import annotations
 
-import contextvars
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from .proxies import TensorProxy
+from . import codegen
+from .context import CURRENT_TRACE, current_trace
+from .proxies import ScalarInput, TensorProxy
 from .symbols import BoundSymbol, SourceInfo, Symbol, proxies_in, tree_flatten
 
-_current: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar("thunderlab_trace", default=None)
-
-
-def current_trace() -> "Trace | None":
-    return _current.get()
-
-
-@dataclass(frozen=True, eq=False)
-class ScalarInput:
-    """A non-tensor input (e.g. a symbolic size from Dynamo), specialized to ``value``."""
-
-    name: str
-    value: Any
-
-    def type_string(self) -> str:
-        return f"{type(self.value).__name__} = {self.value!r}"
+__all__ = ["ScalarInput", "Trace", "TraceError", "current_trace", "region_trace"]
 
 
 class TraceError(Exception):
@@ -96,13 +82,13 @@ class Trace:
     @contextmanager
     def active(self):
         """Make this the trace that symbol calls record into."""
-        token = _current.set(self)
+        token = CURRENT_TRACE.set(self)
         self._scopes.append(self.bound_symbols)
         try:
             yield self
         finally:
             self._scopes.pop()
-            _current.reset(token)
+            CURRENT_TRACE.reset(token)
 
     @contextmanager
     def source(self, info: SourceInfo | None):
@@ -156,17 +142,13 @@ class Trace:
 
     def count(self) -> int:
         """Number of bound symbols, not counting bookkeeping such as ``del``."""
-        return sum(1 for b in self.bound_symbols if b.sym.name != "python_del")
+        return sum(1 for b in self.bound_symbols if not b.sym.bookkeeping)
 
     def python(self, **options) -> str:
-        from .codegen import python
-
-        return python(self, **options)
+        return codegen.python(self, **options)
 
     def callable(self, namespace: dict | None = None, *, impls: dict | None = None, packed: bool = False):
-        from .codegen import to_callable
-
-        return to_callable(self, namespace, impls=impls, packed=packed)
+        return codegen.to_callable(self, namespace, impls=impls, packed=packed)
 
     def __str__(self) -> str:
         return self.python()

@@ -29,8 +29,12 @@ class Executor:
         raise NotImplementedError
 
     def bind_region(self, bsym: BoundSymbol, options: dict) -> Callable:
-        """For fusion executors: the callable that runs the fusion region ``bsym``."""
+        """For fusion executors: the callable that runs the fusion region ``bsym`` (see FusionExecutor)."""
         raise NotImplementedError(f"{self.name} does not run fusion regions")
+
+    def describe(self, bsym: BoundSymbol) -> str | None:
+        """For fusion executors: what it would make of the region ``bsym``, as text (None: nothing to show)."""
+        return None
 
     def __repr__(self) -> str:
         return f"<executor {self.name}>"
@@ -67,9 +71,9 @@ def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, o
     impls: dict[str, Callable] = {}
     for b in trace.bound_symbols:
         ex = get_executor(b.executor or default)
-        if b.sym.module == "fusion" and (options or {}).get("eager_regions"):
+        if b.sym.is_region and (options or {}).get("eager_regions"):
             fn = b.sym.impl  # the members one by one, with torch: no kernel is compiled
-        elif b.sym.module == "fusion":
+        elif b.sym.is_region:
             fn = ex.bind_region(b, options or {})
             if regions is not None:
                 regions[b.sym.name] = fn

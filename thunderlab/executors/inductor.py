@@ -4,15 +4,17 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from typing import Callable
 
 import torch
 
-from thunderlab.core.symbols import BoundSymbol, Symbol, Tag
-from thunderlab.core.trace import region_trace
+from thunderlab.core import fastpaths
+from thunderlab.core.symbols import BoundSymbol, Kind, Symbol, Tag
+from thunderlab.core.trace import Trace
 from thunderlab.ops.rules import draws
 
-from .base import Executor, bind, register_executor
-from .region import RegionRunner
+from .base import bind, register_executor
+from .fusion import FusionExecutor, torch_region
 
 # the torch-level or prim calls inductor is not handed
 _DECLINE = {
@@ -22,19 +24,8 @@ _compiled: dict[tuple, tuple] = {}  # (region code, input metadata) -> (callable
 _lock = threading.Lock()
 
 
-def cache_dir() -> str:
-    """Where Inductor keeps compiled regions across processes (TORCHINDUCTOR_CACHE_DIR, if set)."""
-    d = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if not d:
-        d = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.join(os.path.expanduser("~"), ".cache")),
-                         "thunderlab", "inductor")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = d
-    return d
-
-
-class InductorExecutor(Executor):
+class InductorExecutor(FusionExecutor):
     name = "inductor"
-    fusion = True
 
     def available(self) -> tuple[bool, str]:
         if torch.cuda.is_available():
@@ -52,7 +43,7 @@ class InductorExecutor(Executor):
         s = bsym.sym
         if s.name in _DECLINE:
             return False, f"{s.qualname} {_DECLINE[s.name]}"
-        if s.module == "torch":
+        if s.kind is Kind.OPAQUE:
             return False, f"{s.qualname} is an opaque torch call, which inductor is not handed"
         if Tag.BOOKKEEPING in s.tags:
             return False, f"{s.qualname} is bookkeeping"
@@ -68,31 +59,26 @@ class InductorExecutor(Executor):
     def implementation(self, sym: Symbol):
         return sym.impl
 
-    def bind_region(self, bsym: BoundSymbol, options: dict):
-        region = region_trace(bsym).derive(bound_symbols=[b.replace(executor="torch") for b in bsym.subsymbols])
-        eager = bind(region)
-        device = next((p.device for p in region.tensor_inputs()), torch.device("cpu"))
-        needs_autograd = options.get("grad_enabled", False) and any(p.requires_grad for p in region.tensor_inputs())
+    def compile(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
         key = (region.python(source=False, comments=False, imports=False),
                tuple((p.shape, p.dtype, p.device) for p in region.tensor_inputs()))
+        return compile_region(key, region, args)
 
-        def build(args):
-            if needs_autograd:
-                raise RuntimeError("its inputs require grad and no autodiff pass ran, so torch runs it "
-                                   "(autograd must see every op); add 'autodiff' before 'claim'")
-            return compile_region(key, region, args)
-
-        return RegionRunner(bsym.sym.name, self.name, eager, build,
-                            tiered=options.get("tiered", True), timing=options.get("timing", False), device=device)
+    def describe(self, bsym: BoundSymbol) -> str:
+        """The region as the torch program Inductor is handed (its kernels exist once it has run)."""
+        return torch_region(bsym).python(source=False, imports=False)
 
 
 def compile_region(key, region, args):
-    """(compiled callable, generated kernel source) for a region, memoized by its code and input metadata."""
+    """(compiled callable, generated kernel source) for a region, memoized by its code and input metadata.
+
+    Inductor's cache directory is its own (TORCHINDUCTOR_CACHE_DIR when set): thunderlab sets nothing in
+    os.environ.
+    """
     with _lock:
         hit = _compiled.get(key)
     if hit is not None:
         return hit
-    cache_dir()
     from unittest import mock
 
     from torch._inductor.compile_fx import compile_fx
@@ -109,8 +95,10 @@ def compile_region(key, region, args):
 
     guarded = torch.compile(bind(region, traced=True), backend=backend, fullgraph=True, dynamic=False)
     source: list[str] = []
-    # Inductor hands each generated module to this hook; unlike its run_and_get_code helper,
-    # catching it here leaves TorchDynamo's caches (the user's compiled frames) alone
+    # Inductor hands each generated module (compiled now or read from its cache) to this hook, which
+    # it declares for the purpose (GraphLowering.save_output_code); the compiled graph it returns
+    # does not keep the whole module on a cache hit. Setting the hook is process-wide while it is set:
+    # a known limit, kept until Inductor offers a per-compile way (see tests/test_imports.py).
     with mock.patch.object(GraphLowering, "save_output_code", staticmethod(source.append)), torch.no_grad():
         guarded(*args)  # compiles, with the first call's real inputs (their types and strides)
     if not source:
@@ -127,7 +115,7 @@ def _direct(region, captured, guarded):
     thunderlab's cache already keys the region on its inputs' metadata, and Inductor checks
     sizes and strides itself; a call it rejects goes through the guarded function instead.
     """
-    if len(captured) != 1:
+    if len(captured) != 1 or not fastpaths.enabled():
         return guarded
     sources, compiled = captured[0]
     names = [p.name for p in region.inputs]

@@ -27,7 +27,8 @@ from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, Symbol
 from thunderlab.core.trace import Trace, region_trace
 
-from .base import Executor, bind, register_executor
+from .base import register_executor
+from .fusion import FusionExecutor
 
 INSTALL_HINT = ("nvFuser is not installed (pip install 'thunderlab[nvfuser]'; it needs a CUDA GPU and an "
                 "nvFuser wheel built for this torch)")
@@ -440,9 +441,9 @@ def compile(region: Trace) -> Callable:
     return run
 
 
-class NvFuserExecutor(Executor):
+class NvFuserExecutor(FusionExecutor):
     name = "nvfuser"
-    fusion = True
+    default_device = "cuda"
 
     def available(self) -> tuple[bool, str]:
         return available()
@@ -459,30 +460,27 @@ class NvFuserExecutor(Executor):
     def implementation(self, sym: Symbol):
         return sym.impl  # a call outside any region runs eagerly
 
-    def bind_region(self, bsym: BoundSymbol, options: dict):
-        """A RegionRunner: torch runs the region until its nvFuser version is built (from the first call's inputs)."""
-        from .region import RegionRunner
+    def compile(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
+        fn = compile(region)
+        fn(*args)  # define and compile the kernels now (in the background when tiered)
+        return fn, [definition_text(region, [a for a in args if isinstance(a, torch.Tensor)])]
 
-        region = region_trace(bsym)
-        eager = bind(region.derive(bound_symbols=[b.replace(executor="torch") for b in bsym.subsymbols]))
-        device = next((p.device for p in region.tensor_inputs()), torch.device("cuda"))
-        needs_autograd = options.get("grad_enabled", False) and any(p.requires_grad for p in region.tensor_inputs())
-
-        def build(args):
-            if needs_autograd:
-                raise RuntimeError("its inputs require grad and no autodiff pass ran, so torch runs it "
-                                   "(autograd must see every op); add 'autodiff' before 'claim'")
-            fn = compile(region)
-            fn(*args)  # define and compile the kernels now (in the background when tiered)
-            return fn, [definition_text(region, [a for a in args if isinstance(a, torch.Tensor)])]
-
-        return RegionRunner(bsym.sym.name, self.name, eager, build,
-                            tiered=options.get("tiered", True), timing=options.get("timing", False), device=device)
+    def describe(self, bsym: BoundSymbol) -> str:
+        """The nvFuser definition of the region (its members as prims), or why it cannot be translated."""
+        return definition_view(bsym)
 
 
-def region_definition(bsym: BoundSymbol) -> str:
-    """The nvFuser definition of a fusion region call (as placed by the fuse pass)."""
-    return definition_text(region_trace(bsym))
+def definition_view(region: BoundSymbol) -> str:
+    """What nvFuser would be given for a fusion region (its members as prims), or why it cannot be.
+
+    Needs neither nvFuser nor a GPU: the definition is printed, not built.
+    """
+    prims_only = region.replace(subsymbols=tuple(leaf for s in region.subsymbols for leaf in s.flat()))
+    for b in prims_only.subsymbols:
+        ok, why = translatable(b)
+        if not ok:
+            return f"# not translatable to nvFuser: {why}"
+    return definition_text(region_trace(prims_only))
 
 
 register_executor(NvFuserExecutor())

@@ -19,7 +19,7 @@ _pool_lock = threading.Lock()
 
 
 # regions whose first (torch) call ran and whose compile waits for the program call to return
-_PENDING: list["RegionRunner"] = []
+PENDING: list["RegionRunner"] = []
 # A background compile starts this long after it is queued. The program call that queued it is
 # then still returning through a few frames (TorchDynamo's, the caller's); a compile that took the
 # interpreter lock at once would hold it for a switch interval (5 ms) at a time and slow that return.
@@ -33,8 +33,8 @@ def start_pending() -> None:
     for the interpreter never slows the call that triggered it (the tiered first call costs
     what the torch executor's does).
     """
-    while _PENDING:
-        r = _PENDING.pop()
+    while PENDING:
+        r = PENDING.pop()
         r._start_pending()
 
 
@@ -109,7 +109,7 @@ class RegionRunner:
                     # the first call runs with torch; the compile starts when the program call returns
                     out = self._run(args)
                     self._pending = args
-                    _PENDING.append(self)
+                    PENDING.append(self)
                     return out
                 self._start_pending()  # called again before the program returned (or outside one)
             else:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from thunderlab.core import fastpaths
 from thunderlab.core.symbols import BoundSymbol, Symbol
 
 from .base import Executor, register_executor
@@ -62,6 +63,8 @@ class TorchExecutor(Executor):
         NATIVE_GELU_BELOW).
         """
         impl = sym.impl
+        if not fastpaths.enabled():  # the plain path: the symbol's implementation as it is
+            return impl
         if isinstance(impl, _ATEN_OPS):
             impl = getattr(impl, "_op", impl)
         if sym.qualname in ("ltorch.gelu", "ltorch.gelu_backward"):

@@ -172,7 +172,7 @@ def trace_graph(trace: Trace, *, expand_regions: bool = False) -> Graph:
             src = producer.get(p.name)
             if src is not None:
                 g.edges.append(Edge(src, nid, p.name, p.type_string()))
-        kind = "region" if b.sym.module == "fusion" else "call"
+        kind = "region" if b.sym.is_region else "call"
         src = b.source.short() if b.source else None
         scope = _region_scope(b) if kind == "region" else (b.source.scope if b.source else None)
         derived = f"b{b.derived_from}" if b.derived_from is not None else None
@@ -184,9 +184,9 @@ def trace_graph(trace: Trace, *, expand_regions: bool = False) -> Graph:
             canon[p.name] = f"{nid}.{k}"
 
     for b in trace.bound_symbols:
-        if b.sym.name == "python_del":
+        if b.sym.bookkeeping:
             continue
-        if expand_regions and b.sym.module == "fusion":
+        if expand_regions and b.sym.is_region:
             for m in b.subsymbols:
                 add(m, b.sym.name)
         else:

@@ -11,9 +11,12 @@ import html
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .record import CompileRecord
 from .serialize import RecordPayload
+
+if TYPE_CHECKING:  # annotations only: a record imports this module to render itself
+    from .record import CompileRecord
 
 BUNDLE = Path(__file__).parent / "static" / "report.js"
 

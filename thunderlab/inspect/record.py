@@ -5,7 +5,7 @@ import itertools
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -65,6 +65,16 @@ class Step:
 
 
 _uids = itertools.count()
+
+# name -> function(record, ...): filled by thunderlab.api (see CompileRecord.rerun)
+VERBS: dict[str, Callable] = {}
+
+
+def _verb(name: str) -> Callable:
+    try:
+        return VERBS[name]
+    except KeyError:
+        raise RuntimeError(f"record.{name}() needs thunderlab.api: import thunderlab first") from None
 
 
 class HeldInputs:
@@ -181,23 +191,21 @@ class CompileRecord:
 
         return to_html(self, path)
 
+    # The verbs that act on a record (re-run, bisect, compare) need the passes and the runtime, which
+    # sit above this module; they live in thunderlab.api, which installs them in VERBS. These methods
+    # are the same verbs spelled on the record.
+
     def rerun(self, pipeline: str | None = None) -> "CompileRecord":
         """A new record for an edited pipeline; passes before the first change are reused, not re-run."""
-        from thunderlab.runtime.compiled import rerun
-
-        return rerun(self, pipeline)
+        return _verb("rerun")(self, pipeline)
 
     def bisect(self, inputs=None, reference=None):
         """The first step whose program's outputs differ from eager on ``inputs`` (default: the captured ones)."""
-        from thunderlab.passes.runner import bisect
-
-        return bisect(self, inputs, reference)
+        return _verb("bisect")(self, inputs, reference)
 
     def compare(self, other: "CompileRecord", *, time: bool = True):
         """How the pipeline, the program and (with ``time``) the run time changed from this record to ``other``."""
-        from thunderlab.runtime.compare import compare_records
-
-        return compare_records(self, other, time=time)
+        return _verb("compare")(self, other, time=time)
 
     def table(self) -> str:
         """The pass table: one row per step with milliseconds, symbols and verification."""

@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .graph import graph_diff, trace_graph
-from .record import CompileRecord, Step
+
+if TYPE_CHECKING:  # annotations only: a record imports this module to serialize itself
+    from .record import CompileRecord, Step
 
 SCHEMA_ID = "thunderlab.record/v1"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "record-v1.json"
@@ -51,9 +53,9 @@ def _stats(trace) -> dict:
     executors: dict[str, int] = {}
     regions = 0
     for b in trace.bound_symbols:
-        if b.sym.name == "python_del":
+        if b.sym.bookkeeping:
             continue
-        if b.sym.module == "fusion":
+        if b.sym.is_region:
             regions += 1
         executors[b.executor or "unclaimed"] = executors.get(b.executor or "unclaimed", 0) + 1
     return {"symbols": sum(executors.values()), "regions": regions, "executors": executors}
@@ -131,7 +133,7 @@ class RecordPayload:
             if isinstance(code, (list, tuple)):
                 code = "\n\n".join(code)
             if code is None:
-                code = fuse_notes.get(name, {}).get("nvfuser_definition")
+                code = fuse_notes.get(name, {}).get("description")
             out[name] = {"executor": summ["executor"], "version": summ["running"], "error": summ["error"],
                          "history": jsonable(summ["history"]), "timings": jsonable(summ["timings"]),
                          "code": code}

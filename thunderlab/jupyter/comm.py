@@ -77,7 +77,7 @@ class Handler:
         return p
 
     def _hello(self) -> dict:
-        from thunderlab import __version__
+        from thunderlab.version import __version__
 
         return {"protocol": VERSION, "thunderlab": __version__, "records": len(_compiled.all_records())}
 

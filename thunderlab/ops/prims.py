@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import Symbol, Tag, tree_flatten, tree_map
+from thunderlab.core.symbols import Kind, Symbol, Tag, tree_flatten, tree_map
 from thunderlab.core.trace import TraceError, current_trace
 
 PRIMS: dict[str, Symbol] = {}
@@ -471,4 +471,4 @@ def _del_impl(*args):
     return None
 
 
-prim("python_del", _del_impl, lambda *args: None, printer=_del_printer, tags={Tag.BOOKKEEPING})
+prim("python_del", _del_impl, lambda *args: None, printer=_del_printer, kind=Kind.BOOKKEEPING)

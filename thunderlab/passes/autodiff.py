@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from thunderlab.core.program import Program
+from thunderlab.core.program import Program, Training
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, proxies_in, tree_flatten
 from thunderlab.core.trace import Trace
@@ -146,8 +146,8 @@ def _with_residuals(work: Trace, bsyms, needs: set[str]) -> list[BoundSymbol]:
     return out
 
 
-def split(trace: Trace) -> tuple[Trace, Trace] | None:
-    """(forward, backward) for ``trace``, or None when no input requires grad."""
+def split(trace: Trace) -> Program | None:
+    """The training program for ``trace`` (forward, backward and how they fit), or None when nothing needs grad."""
     needs = {p.name for p in trace.tensor_inputs() if p.requires_grad and _differentiable(p)}
     if not needs:
         return None
@@ -182,17 +182,35 @@ def split(trace: Trace) -> tuple[Trace, Trace] | None:
             names.add(v.name)
             saved.append(v)
     bw.inputs = saved + grad_inputs
-    bw.meta["grad_of"] = grad_of  # the forward outputs whose gradients backward takes, in order
     fw = trace.derive(bound_symbols=fwd_bsyms, output=(trace.output, tuple(saved)))
     fw._names |= bw._names
     bw._names |= fw._names
-    return fw, bw
+    return Program({"forward": fw, "backward": bw}, Training(saved=[p.name for p in saved], grad_of=grad_of))
 
 
 @register_pass
 @dataclass(frozen=True)
 class Autodiff(Pass):
-    """Differentiate: a forward trace that also returns what backward needs, and a backward trace."""
+    """Differentiate: a forward trace that also returns what backward needs, and a backward trace.
+
+    The result is a training program: ``Program.training`` names the values saved for the
+    backward and the outputs whose gradients it takes. For ``x`` that requires grad::
+
+        def forward(x):                     def forward(x):
+            t0 = ltorch.sin(x)                  t0 = prims.sin(x)
+            t1 = ltorch.mul(t0, x)    ->        t1 = ltorch.mul(t0, x)
+            return t1                           return (t1, (x, t0))
+
+                                            def backward(x, t0, grad_t1):
+                                                t2 = ltorch.mul(grad_t1, x)
+                                                t3 = ltorch.mul(grad_t1, t0)
+                                                t4 = prims.cos(x)
+                                                t5 = prims.mul(t2, t4)
+                                                t6 = prims.add(t3, t5)
+                                                return (t6,)
+
+    (training: saved ``x, t0``; gradients of ``t1``.)
+    """
 
     name = "autodiff"
     repeatable = False  # a program that has a backward trace is left as it is
@@ -200,16 +218,13 @@ class Autodiff(Pass):
     def __call__(self, program: Program) -> Program:
         if "backward" in program.traces:
             return program
-        parts = split(program.forward)
-        if parts is None:
-            return program
-        fw, bw = parts
-        return Program({"forward": fw, "backward": bw})
+        training = split(program.forward)
+        return program if training is None else training
 
     def describe(self, before: Program, after: Program) -> dict:
         if "backward" not in after.traces:
             return {"differentiated": False}
-        saved = after.forward.output[1]
+        saved = after.saved
         links = {b.id: b.derived_from for b in after.traces["backward"].bound_symbols}
         return {"differentiated": True, "saved": [p.name for p in saved], "saved_bytes": saved_bytes(saved),
                 "backward_to_forward": links}

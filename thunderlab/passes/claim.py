@@ -25,7 +25,7 @@ def claim_symbols(bsyms, executors, decompose) -> list[BoundSymbol]:
 
 
 def _claim(b: BoundSymbol, executors, decompose) -> list[BoundSymbol]:
-    if b.sym.name == "python_del":
+    if b.sym.bookkeeping:
         return [b]
     forced = bool(b.subsymbols) and ("all" in decompose or b.sym.name in decompose)
     declined: list[tuple[str, str]] = []

@@ -44,7 +44,18 @@ def cse_trace(trace: Trace) -> Trace:
 @register_pass
 @dataclass(frozen=True)
 class CSE(Pass):
-    """Common-subexpression elimination: compute each distinct call once."""
+    """Common-subexpression elimination: compute each distinct call once.
+
+    Two calls merge when they call the same symbol on the same values and exactly equal
+    constants; random draws, writes and calls after a write to their inputs never merge.
+    For example::
+
+        def forward(x):                    def forward(x):
+            t0 = ltorch.sin(x)      ->         t0 = ltorch.sin(x)
+            t1 = ltorch.sin(x)                 t2 = ltorch.mul(t0, t0)
+            t2 = ltorch.mul(t0, t1)            return t2
+            return t2
+    """
 
     name = "cse"
 

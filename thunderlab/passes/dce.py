@@ -27,7 +27,16 @@ def dce_trace(trace: Trace) -> Trace:
 @register_pass
 @dataclass(frozen=True)
 class DCE(Pass):
-    """Dead-code elimination: drop calls whose results nothing uses."""
+    """Dead-code elimination: drop calls whose results nothing uses.
+
+    Calls with an effect (a random draw, a write to an argument) stay even when unused.
+    For example::
+
+        def forward(x):                    def forward(x):
+            t0 = ltorch.cos(x)      ->         t1 = ltorch.sin(x)
+            t1 = ltorch.sin(x)                 return t1
+            return t1
+    """
 
     name = "dce"
 

@@ -15,7 +15,7 @@ def del_trace(trace: Trace) -> Trace:
     keep = {p.name for p in trace.output_proxies()}
     seen: set[str] = set(keep)
     out: list[BoundSymbol] = []
-    for b in reversed([b for b in trace.bound_symbols if b.sym.name != "python_del"]):
+    for b in reversed([b for b in trace.bound_symbols if not b.sym.bookkeeping]):
         dead = []
         for p in b.inputs + b.outputs:
             if p.name not in seen:

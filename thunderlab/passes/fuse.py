@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from thunderlab.core.program import Program
-from thunderlab.core.symbols import BoundSymbol, Symbol
+from thunderlab.core.symbols import BoundSymbol, Kind, Symbol
 from thunderlab.core.trace import Trace, region_trace
 from thunderlab.executors.base import EXECUTORS
 
@@ -149,7 +149,7 @@ def _region(group: _Group, counter, out_names, trace) -> BoundSymbol:
     outputs = tuple(p for b in members for p in b.outputs if p.name in out_names or p.name in consumers)
     name = f"{group.executor}{counter[0]}"
     counter[0] += 1
-    sym = Symbol(name=name, module="fusion", impl=None, qualname=name)
+    sym = Symbol(name, Kind.FUSION, qualname=name)
     region = BoundSymbol(sym, tuple(inputs), {}, outputs, tuple(members), members[-1].source, executor=group.executor)
     sym.impl = _EagerRegion(region)  # what printed programs and verification run
     return region
@@ -172,21 +172,32 @@ class _EagerRegion:
 
 
 def nvfuser_view(region: BoundSymbol) -> str:
-    """What nvFuser would be given for this region (its members as prims), or why it cannot be."""
-    from thunderlab.executors import nvfuser
+    """What nvFuser would be given for any region (its members as prims), or why it cannot be (for teaching)."""
+    from thunderlab.executors.nvfuser import definition_view
 
-    prims_only = region.replace(subsymbols=tuple(leaf for s in region.subsymbols for leaf in s.flat()))
-    for b in prims_only.subsymbols:
-        ok, why = nvfuser.translatable(b)
-        if not ok:
-            return f"# not translatable to nvFuser: {why}"
-    return nvfuser.definition_text(region_trace(prims_only))
+    return definition_view(region)
 
 
 @register_pass
 @dataclass(frozen=True)
 class Fuse(Pass):
-    """Group the calls each fusion executor claimed into regions that run as one kernel."""
+    """Group the calls each fusion executor claimed into regions that run as one kernel.
+
+    Regions follow dataflow and never make a cycle; each is printed as a function of its own
+    and owned by its executor, which also describes it (see ``describe``). With every call
+    claimed by inductor (``claim{executors=inductor+torch}``), for example::
+
+        def forward(x, w):                  # fusion region inductor0: 3 calls, run by inductor
+            t0 = ltorch.mul(x, 2.0)         def inductor0(x, w):
+            t1 = ltorch.tanh(t0)                t0 = ltorch.mul(x, 2.0)
+            t2 = ltorch.matmul(t1, w)  ->       t1 = ltorch.tanh(t0)
+            return t2                           t2 = ltorch.matmul(t1, w)
+                                                return (t2,)
+
+                                            def forward(x, w):
+                                                t2, = inductor0(x, w)
+                                                return t2
+    """
 
     name = "fuse"
     requires = ("claim",)
@@ -194,17 +205,18 @@ class Fuse(Pass):
 
     def __call__(self, program: Program) -> Program:
         counter = [0]
-        return Program({n: fuse_trace(t, counter, self.max_size) for n, t in program.traces.items()})
+        return program.map(lambda t: fuse_trace(t, counter, self.max_size))
 
     def describe(self, before: Program, after: Program) -> dict:
         regions = {}
         left_out = {}
         for t in after:
             for b in t.bound_symbols:
-                if b.sym.module == "fusion":
+                if b.sym.is_region:
+                    owner = EXECUTORS.get(b.executor)  # the region's own executor says what it makes of it
                     regions[b.sym.name] = {"executor": b.executor, "members": len(b.subsymbols),
                                            "member_ids": [s.id for s in b.subsymbols],
-                                           "nvfuser_definition": nvfuser_view(b)}
+                                           "description": owner.describe(b) if owner is not None else None}
                 elif b.declined and b.executor == "torch":
                     left_out[b.id] = b.declined[-1][1]
         return {"regions": regions, "left_out": left_out}

@@ -6,9 +6,9 @@ from dataclasses import dataclass, replace
 import networkx as nx
 from networkx.algorithms.flow import boykov_kolmogorov
 
-from thunderlab.core.program import Program
+from thunderlab.core.program import Program, Training
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import BoundSymbol, Tag, next_id
+from thunderlab.core.symbols import BoundSymbol, Kind, Tag, next_id
 
 from .autodiff import saved_bytes
 from .base import Pass, PipelineError, register_pass
@@ -21,7 +21,7 @@ POLICIES = ("auto", "all", "views")
 
 def recomputable(b: BoundSymbol, policy: str = "all") -> bool:
     s = b.sym
-    if s.tags & _NEVER or s.module == "torch":
+    if s.tags & _NEVER or s.kind is Kind.OPAQUE:
         return False
     return policy == "all" or Tag.VIEW in s.tags
 
@@ -103,7 +103,18 @@ def _needed(new_saved, recompute, saved):
 @register_pass
 @dataclass(frozen=True)
 class Remat(Pass):
-    """Rematerialize: save a min-cut of values for backward and recompute cheap ops from them."""
+    """Rematerialize: save a min-cut of values for backward and recompute cheap ops from them.
+
+    With ``recompute=all``, a forward that saved both ``t0 = exp(x)`` and ``t1 = tanh(t0)``
+    saves ``t0`` alone, and the backward makes ``t1`` again::
+
+        return (t2, (w, t1, t0))      ->    return (t2, (w, t0))
+
+        def backward(w, t1, t0, grad_t2):   def backward(w, t0, grad_t2):
+            t3 = prims.transpose(w, ...)        t1 = ltorch.tanh(t0)
+            ...                                 t3 = prims.transpose(w, ...)
+                                                ...
+    """
 
     name = "remat"
     requires = ("autodiff",)
@@ -141,12 +152,13 @@ class Remat(Pass):
         moved = [b.replace(id=next_id(), derived_from=b.id, origin=None) for b in recompute]
         new_bw = bw.derive(inputs=list(new_saved) + list(grads), bound_symbols=moved + list(bw.bound_symbols))
         new_fw = dce_trace(fw.derive(output=(out, tuple(new_saved))))
-        return Program({"forward": new_fw, "backward": new_bw})
+        training = Training(saved=[p.name for p in new_saved], grad_of=program.training.grad_of)
+        return Program({"forward": new_fw, "backward": new_bw}, training)
 
     def describe(self, before: Program, after: Program) -> dict:
         if "backward" not in after.traces:
             return {}
-        b0, b1 = before.forward.output[1], after.forward.output[1]
+        b0, b1 = before.saved, after.saved
         recomputed = sum(1 for b in after.traces["backward"].bound_symbols if b.origin == "remat")
         return {"saved_bytes_before": saved_bytes(b0), "saved_bytes_after": saved_bytes(b1),
                 "saved_before": len(b0), "saved_after": len(b1), "recomputed": recomputed,

@@ -12,7 +12,7 @@ import torch
 
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import tree_flatten
-from thunderlab.core.verify import VerificationError, check_trace
+from thunderlab.core.verify import VerificationError, check_program, check_trace
 from thunderlab.executors.base import bind
 from thunderlab.inspect.record import Step, Verification
 
@@ -81,7 +81,7 @@ class _Snapshot:
 def signature(program: Program) -> tuple[list, list]:
     """The program's interface to its caller: each input's name and type, and each user-visible output's type."""
     fw = program.forward
-    out = fw.output[0] if "backward" in program.traces else fw.output  # the forward also returns what backward saves
+    out = program.outputs
     inputs = [(getattr(i, "name", None), i.type_string()) for i in fw.inputs]
     outputs = [v.type_string() if hasattr(v, "type_string") else type(v).__name__ for v in tree_flatten(out)]
     return inputs, outputs
@@ -160,8 +160,30 @@ def eager_reference(fn, inputs) -> Reference:
     return Reference(out, fresh)
 
 
-def compare(actual, expected, rtol: float = 1e-4, atol: float = 1e-5, what: str = "output") -> tuple[bool, float, str]:
-    """(all close, max abs error, first mismatch) between two output structures."""
+# (rtol, atol) per dtype: torch.testing.assert_close's defaults (its documented table), and never
+# tighter than FLOOR. Fused kernels reassociate float arithmetic, so float32/float64 outputs differ
+# from eager's by more than assert_close's float32 rtol (1.3e-6) would allow on real models; half
+# precision rounds every intermediate eager keeps, so it needs its own, wider, tolerance.
+FLOOR = (1e-4, 1e-5)
+ASSERT_CLOSE_TOLERANCES = {
+    torch.float16: (1e-3, 1e-5), torch.bfloat16: (1.6e-2, 1e-5), torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7), torch.complex32: (1e-3, 1e-5), torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+
+def tolerances(dtype: torch.dtype) -> tuple[float, float]:
+    """(rtol, atol) that verification compares outputs of ``dtype`` with."""
+    rtol, atol = ASSERT_CLOSE_TOLERANCES.get(dtype, (0.0, 0.0))
+    return max(rtol, FLOOR[0]), max(atol, FLOOR[1])
+
+
+def compare(actual, expected, rtol: float | None = None, atol: float | None = None,
+            what: str = "output") -> tuple[bool, float, str]:
+    """(all close, max abs error, first mismatch) between two output structures.
+
+    Tolerances default per dtype (see ``tolerances``); ``rtol``/``atol`` given apply to every output.
+    """
     a, e = tree_flatten(actual), tree_flatten(expected)
     if len(a) != len(e):
         return False, float("inf"), f"{len(a)} {what}s, eager gives {len(e)}"
@@ -180,7 +202,9 @@ def compare(actual, expected, rtol: float = 1e-4, atol: float = 1e-5, what: str 
                 both_nan = xd.isnan() & yd.isnan()
                 m = float(err[~both_nan].max()) if (~both_nan).any() else 0.0
                 worst = max(worst, m)
-                if not torch.allclose(xd, yd, rtol=rtol, atol=atol, equal_nan=True):
+                dr, da = tolerances(y.dtype)
+                if not torch.allclose(xd, yd, rtol=dr if rtol is None else rtol, atol=da if atol is None else atol,
+                                      equal_nan=True):
                     return False, worst, f"{what} {i}: max |err| {m:.3g}"
             elif not torch.equal(xd, yd):
                 return False, worst, f"{what} {i}: values differ"
@@ -197,6 +221,7 @@ def verify(program: Program, inputs=None, reference=None, checked: dict | None =
     try:
         for t in program:
             check_trace(t, checked=checked)
+        check_program(program)
     except VerificationError as e:
         return Verification(False, str(e), detail=str(e))
     if reference is None or inputs is None:
@@ -206,7 +231,7 @@ def verify(program: Program, inputs=None, reference=None, checked: dict | None =
     try:
         with torch.no_grad(), seeded():
             out = run_program(program, fresh)
-        if "backward" in program.traces:  # the forward also returns what backward saves
+        if program.training is not None:  # the forward also returns what backward saves
             out = out[0]
     except Exception as e:  # a program that fails to run is a failed verification, not a crash
         return Verification(False, detail=f"running the program raised {type(e).__name__}: {e}")
@@ -285,7 +310,11 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
             if observer:
                 observer(step)
             return steps, current, msg
-        moved = signature_change(interface, signature(nxt))
+        try:  # the interface is read through the training contract: check that first
+            check_program(nxt)
+            moved = signature_change(interface, signature(nxt))
+        except VerificationError as e:
+            moved = str(e)
         ver = Verification(False, moved, detail=moved) if moved else verify(nxt, inputs, reference, checked)
         step = Step(index, str(spec), seconds, nxt, before, nxt.count(), ver, notes=notes,
                     pass_type=type(p), resolved=resolved)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from thunderlab.core import fastpaths
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import tree_flatten
@@ -46,10 +47,10 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     flat = isinstance(structure, tuple) and all(isinstance(e, TensorProxy) for e in structure)  # a tuple of tensors
     # outputs backward takes no gradient for do not require grad, as in eager: integers, values made under
     # no_grad or detached, and values that depend on no input that requires grad (a fresh random draw)
-    differentiated = set(bw_trace.meta["grad_of"])
+    differentiated = set(program.training.grad_of)
     non_diff = [i for i, p in enumerate(leaves)
                 if not (p.dtype.is_floating_point or p.dtype.is_complex) or p.name not in differentiated]
-    grad_slots = [position[name] for name in bw_trace.meta["grad_of"]]
+    grad_slots = [position[name] for name in program.training.grad_of]
     tensor_slots = [i for i, p in enumerate(fw_trace.inputs) if isinstance(p, TensorProxy)]
     n_inputs = len(fw_trace.inputs)
     dense = tensor_slots == list(range(n_inputs))  # every input is a tensor: gradients need no placing
@@ -98,7 +99,7 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     fast_apply = super(torch.autograd.Function, ThunderlabFunction).apply
 
     def apply(*args):
-        if _functorch_active():
+        if _functorch_active() or not fastpaths.enabled():
             return ThunderlabFunction.apply(*args)
         return fast_apply(*args)
 

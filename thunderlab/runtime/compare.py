@@ -61,7 +61,7 @@ class RecordComparison:
 
 
 def _regions(record: CompileRecord) -> int:
-    return sum(1 for t in record.program for b in t.bound_symbols if b.sym.module == "fusion")
+    return sum(1 for t in record.program for b in t.bound_symbols if b.sym.is_region)
 
 
 def compare_records(a: CompileRecord, b: CompileRecord, *, time: bool = True) -> RecordComparison:

@@ -12,7 +12,7 @@ import torch
 from thunderlab.core.program import Program
 from thunderlab.core.trace import Trace
 from thunderlab.executors.base import bind
-from thunderlab.executors.region import _PENDING, start_pending
+from thunderlab.executors.region import PENDING, start_pending
 from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import eager_reference, verify
@@ -154,7 +154,7 @@ class CompiledGraph:
             if entry.written and overlap_with((*args, *entry.lifted), entry.written):
                 entry = self.compile(args, key)  # the lowering names the inputs that overlap
         out = entry.fn(*args, *entry.lifted)
-        if _PENDING:  # regions that ran for the first time: their fused kernels compile from now on
+        if PENDING:  # regions that ran for the first time: their fused kernels compile from now on
             start_pending()
         return out
 

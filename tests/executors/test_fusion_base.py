@@ -1,0 +1,84 @@
+"""A fusion executor is two hooks on FusionExecutor (compile, describe); fuse asks a region's own executor
+to describe it; compiling changes nothing process-wide."""
+import os
+
+import torch
+
+import thunderlab
+from thunderlab.executors.base import EXECUTORS, register_executor
+from thunderlab.executors.fusion import FusionExecutor
+
+
+class Doubler(FusionExecutor):
+    """A fusion executor in two hooks: its 'kernel' is the region's torch program, counted."""
+
+    name = "testhooks"
+    OPS = {"sin", "mul", "add", "tanh", "exp"}
+
+    def __init__(self):
+        self.compiled = []
+        self.described = []
+
+    def can_execute(self, bsym):
+        return (True, "") if bsym.sym.name in self.OPS else (False, f"{bsym.sym.qualname} is not one of {self.OPS}")
+
+    def implementation(self, sym):
+        return sym.impl
+
+    def compile(self, region, args):
+        self.compiled.append(region.name)
+        fn = region.callable()
+        return fn, [f"# {self.name} kernel for {region.name}\n" + region.python(source=False)]
+
+    def describe(self, bsym):
+        self.described.append(bsym.sym.name)
+        return f"{self.name} would run {len(bsym.subsymbols)} calls"
+
+
+EX = EXECUTORS.get("testhooks") or register_executor(Doubler())
+
+
+def f(x):
+    return (x.sin() * 2 + 1).tanh() @ x.t()
+
+
+def test_a_fusion_executor_is_compile_and_describe():
+    EX.compiled.clear()
+    EX.described.clear()
+    j = thunderlab.jit(f, pipeline="dce,claim{executors=testhooks+torch},fuse,del", tiered=False)
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(j(x), f(x))
+    torch.testing.assert_close(j(x), f(x))
+    rec = thunderlab.last_record(j)
+    regions = next(s for s in rec.steps if s.spec == "fuse").notes["regions"]
+    assert EX.described == list(regions) == ["testhooks0"]
+    assert regions["testhooks0"]["description"] == "testhooks would run 4 calls"
+    assert EX.compiled == ["testhooks0"]  # once, with the first call's inputs
+    assert "testhooks kernel for testhooks0" in rec.regions["testhooks0"].source[0]
+
+
+def test_fuse_asks_the_regions_own_executor():
+    j = thunderlab.jit(lambda x: (x.sin() * 2).exp(), pipeline="claim{executors=inductor+torch},fuse,del")
+    x = torch.randn(8)
+    torch.testing.assert_close(j(x), (x.sin() * 2).exp())
+    regions = next(s for s in thunderlab.last_record(j).steps if s.spec == "fuse").notes["regions"]
+    (note,) = regions.values()
+    assert note["executor"] == "inductor"
+    assert "def inductor0(" in note["description"] and "nvFuser" not in note["description"]
+
+
+def test_compiling_with_inductor_leaves_the_environment_alone(monkeypatch):
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    torch.compile(lambda x: x.cos() + 1, backend="inductor")(torch.randn(3))  # Inductor's own first-use settings
+    # Inductor itself writes its cache directory into os.environ on every compile (its default when unset);
+    # thunderlab must add nothing of its own, neither a directory of its choosing nor anything else
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    before = dict(os.environ)
+    j = thunderlab.jit(lambda x: (x.cos() * 3).sin(), pipeline="claim{executors=inductor+torch},fuse,del", tiered=False)
+    x = torch.randn(16)
+    torch.testing.assert_close(j(x), (x.cos() * 3).sin())
+    assert thunderlab.last_record(j).regions["inductor0"].source  # it did compile, with its kernel source
+    after = dict(os.environ)
+    assert after.pop("TORCHINDUCTOR_CACHE_DIR", default_cache_dir()) == os.path.abspath(default_cache_dir())
+    assert after == before

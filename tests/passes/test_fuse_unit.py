@@ -1,0 +1,52 @@
+"""fuse on hand-built traces: regions follow dataflow, never make a cycle, respect max_size."""
+import torch
+
+from thunderlab.ops import ltorch
+from thunderlab.passes.claim import Claim
+from thunderlab.passes.fuse import Fuse
+
+from .handbuilt import names, program, tensors
+
+
+def _claimed(fn, *inputs):
+    return Claim(executors=("inductor", "torch"))(program(fn, *inputs))
+
+
+def f(x, w):
+    a = ltorch.add(ltorch.mul(ltorch.sin(x), 2.0), 1.0)  # elementwise: a region
+    m = ltorch.matmul(a, w)  # inductor takes it too, but it depends on the region's output...
+    b = ltorch.sub(ltorch.cos(a), x)  # ...and this, which depends on a only, may join a's region
+    return ltorch.mul(ltorch.tanh(m), b)
+
+
+def test_claimed_calls_become_regions_that_run_as_before():
+    before = _claimed(f, ("x", (4, 4)), ("w", (4, 4)))
+    after = Fuse()(before)
+    regions = [b for b in after.forward.bound_symbols if b.sym.is_region]
+    assert regions and all(r.executor == "inductor" for r in regions)
+    members = sorted(len(r.subsymbols) for r in regions)
+    assert sum(members) == len(before.forward.bound_symbols)  # every call, once
+    args = tensors(before.forward)
+    # a region runs its members with torch until compiled: the program computes what it did
+    torch.testing.assert_close(after.forward.callable()(*args), before.forward.callable()(*args))
+    assert "# fusion region inductor0" in after.forward.python()
+
+
+def test_max_size_splits_regions():
+    def chain(x):
+        for _ in range(6):
+            x = ltorch.sin(x)
+        return x
+
+    before = _claimed(chain, ("x", (8,)))
+    sizes = [len(b.subsymbols) for b in Fuse(max_size=4)(before).forward.bound_symbols if b.sym.is_region]
+    assert sizes == [4, 2]
+    assert names(Fuse(max_size=4)(before).forward) == ["inductor0", "inductor1"]
+
+
+def test_unclaimed_calls_stay_outside_with_their_reason():
+    before = Claim(executors=("torch",))(program(lambda x: ltorch.sin(ltorch.cos(x)), ("x", (3,))))
+    after = Fuse()(before)
+    assert names(after.forward) == ["cos", "sin"]
+    notes = Fuse().describe(before, after)
+    assert notes["regions"] == {}

@@ -1,0 +1,51 @@
+"""Fast paths: optimisations of a plain path, all behind one switch.
+
+Each one computes what the plain path computes, sooner. Turning them off (``set_fast_paths(False)``,
+or ``THUNDERLAB_FAST_PATHS=0`` in the environment before import) runs the plain path everywhere,
+which is the way to rule them out when a result looks wrong. The model tests run both ways.
+
+==========================  ====================================  ==================================
+fast path                   where                                 plain path
+==========================  ====================================  ==================================
+direct calls                frontend/dispatch.py (JitFunction)    every call through TorchDynamo
+aten entry points           executors/torch.py (implementation)   ``torch.ops.aten.x(...)`` as written
+GELU kernel by size         executors/torch.py (NATIVE_GELU_...)  eager's kernel choice everywhere
+Inductor graph, unguarded   executors/inductor.py (_direct)       TorchDynamo's guarded function
+autograd.Function C++ apply runtime/autograd.py                   ``Function.apply``
+metadata checked once       core/verify.py (meta_ok, checked)     every call's meta re-derived
+printed lines cached        core/codegen.py (_LINES)              every line printed afresh
+==========================  ====================================  ==================================
+
+A switch applies from the next call (direct calls, metadata, printing) or the next compilation
+(what an executor binds); programs compiled before keep what they were bound to.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+_enabled = os.environ.get("THUNDERLAB_FAST_PATHS", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def enabled() -> bool:
+    """Whether fast paths are on (the default)."""
+    return _enabled
+
+
+def set_fast_paths(on: bool) -> bool:
+    """Turn every fast path on or off; returns the previous setting."""
+    global _enabled
+    if not isinstance(on, bool):
+        raise TypeError(f"set_fast_paths takes True or False, got {on!r}")
+    prev, _enabled = _enabled, on
+    return prev
+
+
+@contextmanager
+def fast_paths(on: bool):
+    """Run a block with fast paths on or off, restoring the setting afterwards."""
+    prev = set_fast_paths(on)
+    try:
+        yield
+    finally:
+        set_fast_paths(prev)

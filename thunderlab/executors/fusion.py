@@ -1,0 +1,63 @@
+"""The base of fusion executors: a region becomes a torch program, runs with torch until its kernel is ready.
+
+Every fusion executor does the same around its own compiler: take the region's members as a
+trace of their own, bind them to torch (what runs until the fused version is ready, and what
+verification runs), find the region's device, refuse to compile a region whose inputs need
+autograd (no autodiff pass ran, so autograd must see every op), and hand all that to a
+``RegionRunner``, which tiers, times and reports. A subclass supplies two hooks:
+
+* ``compile(region, args)``: the fused callable for this region and the source text to show;
+* ``describe(bsym)``: what the executor would make of a region, as text, without compiling
+  (the ``fuse`` pass puts it in its notes; the views show it).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from thunderlab.core.symbols import BoundSymbol
+from thunderlab.core.trace import Trace, region_trace
+
+from .base import Executor, bind
+from .region import RegionRunner
+
+NEEDS_AUTODIFF = ("its inputs require grad and no autodiff pass ran, so torch runs it "
+                  "(autograd must see every op); add 'autodiff' before 'claim'")
+
+
+def torch_region(bsym: BoundSymbol) -> Trace:
+    """A fusion region's members as a trace of their own, every call run by torch."""
+    return region_trace(bsym).derive(bound_symbols=[b.replace(executor="torch") for b in bsym.subsymbols])
+
+
+class FusionExecutor(Executor):
+    """An executor that owns fusion regions; subclasses implement ``compile`` and ``describe``."""
+
+    fusion = True
+    default_device = "cpu"  # where a region with no tensor input runs
+
+    def compile(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
+        """(a function running ``region`` on inputs like ``args``, the source text to show for it).
+
+        Called once per region, with the first call's real inputs, in the background when tiered.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement compile(region, args)")
+
+    def describe(self, bsym: BoundSymbol) -> str | None:
+        """What this executor would make of the fusion region ``bsym``, as text (None: nothing to show)."""
+        return None
+
+    def bind_region(self, bsym: BoundSymbol, options: dict) -> RegionRunner:
+        region = torch_region(bsym)
+        eager = bind(region)
+        device = next((p.device for p in region.tensor_inputs()), torch.device(self.default_device))
+        needs_autograd = options.get("grad_enabled", False) and any(p.requires_grad for p in region.tensor_inputs())
+
+        def build(args):
+            if needs_autograd:
+                raise RuntimeError(NEEDS_AUTODIFF)
+            return self.compile(region, args)
+
+        return RegionRunner(bsym.sym.name, self.name, eager, build, tiered=options.get("tiered", True),
+                            timing=options.get("timing", False), device=device)
