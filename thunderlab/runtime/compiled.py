@@ -194,8 +194,10 @@ class CompiledGraph:
             raise
         bad = next((s for s in record.steps if s.verification is not None and not s.verification.ok), None)
         if error is None and bad is not None:
-            what = "an invalid program" if bad.verification.structural != "ok" else "wrong numbers"
-            error = f"pass {bad.spec!r} (step {bad.index}) produced {what}: {bad.verification.detail or bad.verification.structural}"
+            what = ("an invalid program" if bad.verification.structural != "ok"
+                    else "different aliasing" if bad.verification.detail.startswith("aliasing:") else "wrong numbers")
+            detail = (bad.verification.detail or bad.verification.structural).removeprefix("aliasing: ")
+            error = f"pass {bad.spec!r} (step {bad.index}) produced {what}: {detail}"
         if error:
             record.error = error
             raise CompileError(error, record)
