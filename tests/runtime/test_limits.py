@@ -84,3 +84,35 @@ def test_a_dropped_function_takes_its_graphs_and_records_with_it():
     thunderlab.clear_records()
     gc.collect()
     assert [r() is None for r in refs] == [True] * 4
+
+
+def test_nothing_of_a_dropped_function_outlives_it():
+    """Beyond the records: the class and its code, the lowered program, the compiled callables, the direct-call
+    runner; all freed once the function and the model are dropped and the records cleared."""
+    import gc
+    import weakref
+
+    ns = {"torch": torch}
+    exec("class Cell2(torch.nn.Module):\n"
+         "    def __init__(self):\n"
+         "        super().__init__()\n"
+         "        self.w = torch.nn.Parameter(torch.randn(64, 64))\n"
+         "    def forward(self, x):\n"
+         "        return (x @ self.w).relu() + 1\n", ns)
+    cls = ns.pop("Cell2")
+    model = cls()
+    j = thunderlab.jit(model)
+    x = torch.randn(2, 64)
+    for _ in range(3):  # the later calls run directly, on Dynamo's bytecode
+        j(x)
+    graph = j.backend.graphs[0]
+    entry = next(iter(graph.cache.values()))
+    record = thunderlab.last_record(j)
+    # (the forward's code object is TorchDynamo's to keep: its cache hangs on it, with or without thunderlab)
+    refs = {"class": weakref.ref(cls), "direct-call runner": weakref.ref(j.direct), "compiled callable": weakref.ref(entry.fn),
+            "final program": weakref.ref(record.program.forward), "captured program": weakref.ref(record.captured),
+            "jit function": weakref.ref(j), "lowering": weakref.ref(graph.capture), "record": weakref.ref(record)}
+    del j, model, cls, graph, entry, record
+    thunderlab.clear_records()
+    gc.collect()
+    assert [name for name, r in refs.items() if r() is not None] == []

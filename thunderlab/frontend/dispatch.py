@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -238,6 +239,8 @@ class DirectCalls:
             if getattr(wrapped, "_torchdynamo_disable", False) and any(inner is g for g in graphs):
                 renames[name] = f"__thunderlab_direct{name}"
                 globals_[renames[name]] = inner
+        if renames:  # the names go when this object goes: a module's globals outlive every function compiled in it
+            weakref.finalize(self, _forget, globals_, tuple(renames.values()))
         return _renamed(code, renames)
 
     @staticmethod
@@ -247,6 +250,11 @@ class DirectCalls:
             return code
         globals_[_QUIET_UTILS] = _QUIET
         return _renamed(code, {_UTILS: _QUIET_UTILS})
+
+
+def _forget(globals_: dict, names: tuple[str, ...]) -> None:
+    for name in names:
+        globals_.pop(name, None)
 
 
 def _renamed(code: types.CodeType, renames: dict[str, str]) -> types.CodeType:

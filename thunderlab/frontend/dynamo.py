@@ -28,6 +28,9 @@ class Backend:
         self.name = name
         self.graphs: list[CompiledGraph] = []
         self.eager: list[tuple[str, str]] = []  # (graph name, why it runs as captured) for graphs not compiled
+        # TorchDynamo calls each graph through a name it puts in the function's module globals, and never
+        # removes it: when this backend goes, its graphs let go of all they hold (programs, records, callables)
+        weakref.finalize(self, _release, self.graphs)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
         index = next(_graph_ids)
@@ -44,6 +47,11 @@ class Backend:
                               static=not values and _static(gm), value_inputs=values)
         self.graphs.append(graph)
         return graph
+
+
+def _release(graphs: list[CompiledGraph]) -> None:
+    for g in graphs:
+        g.release()
 
 
 class BackendLink:

@@ -213,10 +213,15 @@ def compare(actual, expected, rtol: float | None = None, atol: float | None = No
     return True, worst, ""
 
 
-def verify(program: Program, inputs=None, reference=None, checked: dict | None = None) -> Verification:
+def verify(program: Program, inputs=None, reference=None, checked: dict | None = None,
+           views: list | None = None) -> Verification:
     """Check every trace's structure and, given inputs and eager outputs, the forward numerics.
 
-    ``checked`` carries the calls whose metadata earlier steps re-derived (see ``check_trace``).
+    With eager's inputs after the call (a ``Reference``), the inputs the program mutated and the
+    returned aliases (which outputs share memory with an input or with another output) are compared too.
+    ``checked`` carries the calls whose metadata earlier steps re-derived (see ``check_trace``);
+    ``views`` lists the outputs the runtime re-makes as views of inputs (default: the program's own
+    ``input_views``; the runtime takes them from the captured program).
     """
     try:
         for t in program:
@@ -239,6 +244,14 @@ def verify(program: Program, inputs=None, reference=None, checked: dict | None =
     if ok and ref_in is not None:  # inputs the eager call mutated (lifted constants follow; eager has none)
         ok, err_in, why = compare(fresh[:len(ref_in)], ref_in, what="input (after the call)")
         err = max(err, err_in)
+        if ok:  # which outputs are views of an input or of each other, as the runtime returns them
+            from thunderlab.runtime.aliases import alias_change, alias_relations, remake_input_views
+
+            views = program.forward.meta.get("input_views") if views is None else views
+            if views:
+                out = remake_input_views(out, fresh, views)
+            why = alias_change(alias_relations(out, fresh[:len(ref_in)]), alias_relations(ref_out, ref_in))
+            ok = not why
     return Verification(ok, max_error=err, detail=why)
 
 
@@ -269,6 +282,7 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
     checked = {b.meta_key(): b for t in program for b in t.bound_symbols}  # verified at its own step
     specs = pipeline.enabled()
     interface = signature(program)
+    views = program.forward.meta.get("input_views") if "forward" in program.traces else None
     for offset, spec in enumerate(specs):
         index = first_index + offset
         before = current.count()
@@ -315,7 +329,7 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
             moved = signature_change(interface, signature(nxt))
         except VerificationError as e:
             moved = str(e)
-        ver = Verification(False, moved, detail=moved) if moved else verify(nxt, inputs, reference, checked)
+        ver = Verification(False, moved, detail=moved) if moved else verify(nxt, inputs, reference, checked, views)
         step = Step(index, str(spec), seconds, nxt, before, nxt.count(), ver, notes=notes,
                     pass_type=type(p), resolved=resolved)
         steps.append(step)
@@ -327,7 +341,8 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
 
 @dataclass
 class Bisection:
-    """Where numerics first broke: the step, its pass, the first differing output, and the steps run to find it."""
+    """Where the program first left eager's meaning (values, mutated inputs, returned aliases): the step, its pass,
+    the first difference, and the steps run to find it."""
 
     step: int
     spec: str
@@ -335,7 +350,7 @@ class Bisection:
     checked: list[int]
 
     def __str__(self) -> str:
-        return (f"pass {self.spec!r} (step {self.step}) is the first to change the outputs: {self.detail} "
+        return (f"pass {self.spec!r} (step {self.step}) is the first to differ from eager: {self.detail} "
                 f"(checked steps {', '.join(map(str, self.checked))})")
 
 
@@ -361,16 +376,17 @@ def bisect(record, inputs=None, reference=None) -> "Bisection | None":
         # eager again, on copies of the inputs as they are now: the outputs saved at compile time belong
         # to the inputs as they were then, and the call itself may have written to them since
         if record.eager is not None:
-            n = len(record.inputs)  # lifted constants follow the graph's own inputs
-            reference = eager_reference(lambda *a: record.eager(*a[:n]), inputs)
+            n = len(record.inputs)  # lifted constants follow the graph's own inputs: eager uses its own
+            reference = eager_reference(record.eager, inputs[:n])
         else:
             reference = eager_reference(lambda *a: run_program(record.steps[0].program, a), inputs)
     checked: list[int] = []
     results: dict[int, Verification] = {}
+    views = steps[0].program.forward.meta.get("input_views") if steps else None  # the runtime re-makes these
 
     def check(k: int) -> bool:
         checked.append(steps[k].index)
-        results[k] = verify(steps[k].program, inputs, reference)
+        results[k] = verify(steps[k].program, inputs, reference, views=views)
         return results[k].ok
 
     if check(len(steps) - 1):

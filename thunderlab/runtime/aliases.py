@@ -5,7 +5,7 @@ import itertools
 
 import torch
 
-from thunderlab.core.symbols import tree_map
+from thunderlab.core.symbols import tree_flatten, tree_map
 
 
 def _extent(t: torch.Tensor) -> tuple[int, int, int]:
@@ -35,6 +35,55 @@ def overlap_with(args, positions) -> bool:
     return any(str(i) in found for i in positions)
 
 
+def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` are views of one storage (a write through one can show in the other)."""
+    if a.numel() == 0 or b.numel() == 0 or a.is_meta or b.is_meta:
+        return False
+    try:
+        return torch._C._is_alias_of(a, b)
+    except (RuntimeError, NotImplementedError):  # tensors without a storage (some subclasses): nothing to share
+        return False
+
+
+def alias_relations(outputs, inputs) -> set[tuple[str, int, str, int]]:
+    """Which returned tensors share memory with which inputs and with which earlier returned tensors.
+
+    ``outputs``: a call's returned structure (tensor leaves counted in tree order); ``inputs``: the
+    tensors it was called with. Facts are ("output", i, "input", j) and ("output", i, "output", j), j < i.
+    """
+    outs = [(i, t) for i, t in enumerate(tree_flatten(outputs)) if isinstance(t, torch.Tensor)]
+    ins = [(j, t) for j, t in enumerate(inputs) if isinstance(t, torch.Tensor)]
+    found = set()
+    for n, (i, t) in enumerate(outs):
+        found.update(("output", i, "input", j) for j, a in ins if _shares(t, a))
+        found.update(("output", i, "output", j) for j, u in outs[:n] if _shares(t, u))
+    return found
+
+
+def alias_change(actual: set, expected: set) -> str:
+    """The first difference between two ``alias_relations`` results, in words ("" when alike)."""
+    def words(fact):
+        _, i, what, j = fact
+        return f"output {i} shares memory with {what} {j}"
+
+    for fact in sorted(expected - actual):
+        return f"aliasing: {words(fact)} in eager, not in the program (the program returns a copy where eager returns a view)"
+    for fact in sorted(actual - expected):
+        return f"aliasing: {words(fact)} in the program, not in eager (a write to one would show in the other)"
+    return ""
+
+
+def remake_input_views(out, inputs, views):
+    """``out`` with the outputs listed in ``views`` re-made as views of ``inputs`` (what the runtime returns)."""
+    made = {}
+    for k, pos, steps in views:
+        t = inputs[pos]
+        for step in steps:
+            t = step.replay(t)
+        made[k] = t
+    return _replace_tensors(out, made)
+
+
 def with_recorded_writes(fn, positions):
     """``fn`` whose last outputs are the new values of inputs at ``positions``, written into them under autograd."""
     n = len(positions)
@@ -56,14 +105,7 @@ def with_input_views(fn, views):
     program has written its inputs back before it returns.
     """
     def run(*args):
-        out = fn(*args)
-        made = {}
-        for k, pos, steps in views:
-            t = args[pos]
-            for step in steps:
-                t = step.replay(t)
-            made[k] = t
-        return _replace_tensors(out, made)
+        return remake_input_views(fn(*args), args, views)
 
     return run
 

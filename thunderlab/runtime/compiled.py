@@ -158,7 +158,20 @@ class CompiledGraph:
             start_pending()
         return out
 
+    def release(self) -> None:
+        """Let go of the captured graph, the compiled callables and the records (the function was dropped).
+
+        TorchDynamo keeps the callable it was given in the compiled function's module globals for good;
+        what stays there afterwards is this empty object.
+        """
+        self.cache.clear()
+        self.records = []
+        self.capture = self.eager = None
+
     def compile(self, args, key) -> _Entry:
+        if self.capture is None:
+            raise RuntimeError(f"{self.name}: the thunderlab.jit function this graph belongs to was freed; "
+                               f"compile again with thunderlab.jit")
         record = CompileRecord(self.name, [describe_input(a) for a in args], self.options.pipeline,
                                graph_index=self.graph_index)
         self.records.append(record)
@@ -194,8 +207,10 @@ class CompiledGraph:
             raise
         bad = next((s for s in record.steps if s.verification is not None and not s.verification.ok), None)
         if error is None and bad is not None:
-            what = "an invalid program" if bad.verification.structural != "ok" else "wrong numbers"
-            error = f"pass {bad.spec!r} (step {bad.index}) produced {what}: {bad.verification.detail or bad.verification.structural}"
+            what = ("an invalid program" if bad.verification.structural != "ok"
+                    else "different aliasing" if bad.verification.detail.startswith("aliasing:") else "wrong numbers")
+            detail = (bad.verification.detail or bad.verification.structural).removeprefix("aliasing: ")
+            error = f"pass {bad.spec!r} (step {bad.index}) produced {what}: {detail}"
         if error:
             record.error = error
             raise CompileError(error, record)
