@@ -13,6 +13,10 @@ const common = { bundle: true, target: "es2020", charset: "utf8", legalComments:
 if (process.argv.includes("--test")) {
   await build({ ...common, entryPoints: [resolve(here, "src/views.ts")], format: "esm", platform: "neutral",
     outfile: resolve(here, "build-test/views.mjs") });
+  for (const name of ["calldiff", "stepinfo", "selection"]) {
+    await build({ ...common, entryPoints: [resolve(here, `src/${name}.ts`)], format: "esm", platform: "neutral",
+      outfile: resolve(here, `build-test/${name}.mjs`) });
+  }
   await build({ ...common, entryPoints: [resolve(here, "src/lab/pure.ts")], format: "esm", platform: "node", packages: "external",
     outfile: resolve(here, "build-test/lab.mjs") });
 } else {

@@ -76,9 +76,13 @@ export function noteLines(spec: string, notes: unknown): string[] {
 /** Every decline up to step `step`: per call, the executors that said no and why (claim's declines, fuse's left-outs). */
 export function declineRows(p: Payload, step: number): { id: string; reasons: [string, string][] }[] {
   const by = new Map<string, [string, string][]>();
-  for (let i = Math.min(step, p.steps.length - 1); i >= 0; i--) {
-    const n = p.steps[i].notes as { declines?: Record<string, [string, string][]>; left_out?: Record<string, string> } | null;
-    if (n?.declines && !by.size) for (const [id, r] of Object.entries(n.declines)) by.set(`b${id}`, r.slice());
+  type Notes = { declines?: Record<string, [string, string][]>; left_out?: Record<string, string> } | null;
+  const last = Math.min(step, p.steps.length - 1);
+  let claim = -1;  // the latest claim up to the step: its declines first, then what later fuses left out
+  for (let i = last; i >= 0 && claim < 0; i--) if ((p.steps[i].notes as Notes)?.declines) claim = i;
+  if (claim >= 0) for (const [id, r] of Object.entries((p.steps[claim].notes as Notes)!.declines!)) by.set(`b${id}`, r.slice());
+  for (let i = Math.max(0, claim); i <= last; i++) {
+    const n = p.steps[i].notes as Notes;
     if (n?.left_out) {
       for (const [id, why] of Object.entries(n.left_out)) {
         const list = by.get(`b${id}`) ?? [];
