@@ -145,7 +145,7 @@ export function notesView(p: Payload, st: Step, labels: Map<string, string>, onS
       if (onSelect) name.addEventListener("click", () => onSelect(r.id));
       list.append(h("li", {}, name, h("ul", {}, ...r.reasons.map(([ex, why]) => h("li", {}, h("strong", {}, ex), `: ${why}`)))));
     }
-    box.append(h("details", { class: "tl-whynot-box" }, h("summary", {}, `why not fused: ${rows.length} calls declined by an executor`), list,
+    box.append(h("details", { class: "tl-whynot-box", ...(rows.length <= 30 ? { open: "" } : {}) }, h("summary", {}, `why not fused: ${rows.length} calls declined by an executor`), list,
       rows.length > 500 ? h("div", { class: "tl-muted" }, `… and ${rows.length - 500} more`) : null));
   }
   return box;

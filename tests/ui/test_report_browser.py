@@ -59,8 +59,9 @@ def test_cse_diff_is_shown(page, tmp_path):
     page.wait_for_selector(".tl-step")
     page.locator(".tl-step").nth(2).click()  # cse
     page.locator("button[data-tab=Diff]").first.click()
-    removed = page.locator(".tl-diff .tl-del")
-    assert any("ltorch.mul" in removed.nth(i).inner_text() for i in range(removed.count()))
+    removed = page.locator(".tl-cd-removed")
+    assert removed.count() == 1 and "ltorch.mul" in removed.first.inner_text()
+    assert "1 removed" in page.locator(".tl-cd-summary").inner_text()
 
 
 def test_graph_groups_by_module_and_marks_changes(page, tmp_path):
