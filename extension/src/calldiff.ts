@@ -39,6 +39,17 @@ export function changeWords(a: CallSide, b: CallSide): string[] {
 
 /** The calls of two traces side by side, matched by stable id, in the order of the second; a removed call sits after the call that preceded it. */
 export function alignCalls(before: TraceText, after: TraceText): CallRow[] {
+  // the same two traces are aligned once (stepping back to a diff is instant)
+  const cached = aligned.get(before)?.get(after);
+  if (cached) return cached;
+  const rows = align(before, after);
+  if (!aligned.has(before)) aligned.set(before, new WeakMap());
+  aligned.get(before)!.set(after, rows);
+  return rows;
+}
+const aligned = new WeakMap<TraceText, WeakMap<TraceText, CallRow[]>>();
+
+function align(before: TraceText, after: TraceText): CallRow[] {
   const A = sides(before), B = sides(after);
   const aOrder = (before.calls ?? []).map((c) => c.id), bOrder = (after.calls ?? []).map((c) => c.id);
   // removed calls, filed under the last call before them that survives (or "" for the very start)
@@ -143,6 +154,8 @@ function side(s: CallSide | null, why: string[] = []): HTMLElement {
     why.length ? h("div", { class: "tl-cd-why" }, why.join("; ")) : null);
 }
 
+const drawn_ = new WeakMap<CallRow[], { sum: DiffSummary; shown: Shown[] }>();
+
 export interface CallDiffOptions {
   /** Rows drawn before a "show more" button (the rest are drawn when asked: long diffs stay quick). */
   limit?: number; context?: number; onSelect?: (id: string) => void; regionExecutor?: (r: string) => string | null;
@@ -151,9 +164,11 @@ export interface CallDiffOptions {
 
 /** The side-by-side diff of two traces by stable call id; null `before` means there is nothing to compare with. */
 export function callDiffView(before: TraceText, after: TraceText, opts: CallDiffOptions = {}): HTMLElement {
-  const limit = opts.limit ?? 300;
+  const limit = opts.limit ?? 60;  // more than a screenful; the rest on request
   const rows = alignCalls(before, after);
-  const sum = summarizeCalls(rows, opts.regionExecutor);
+  let derived = drawn_.get(rows);  // the summary and folding of one alignment are made once too
+  if (!derived) { derived = { sum: summarizeCalls(rows, opts.regionExecutor), shown: foldUnchanged(rows, opts.context ?? 2) }; drawn_.set(rows, derived); }
+  const sum = derived.sum;
   const box = h("div", { class: "tl-calldiff" });
   box.append(h("div", { class: "tl-cd-summary" }, ...sum.lines.map((l) => h("div", {}, l))));
   box.append(signatureRow(signatureOf(before.program), signatureOf(after.program)));
@@ -162,7 +177,7 @@ export function callDiffView(before: TraceText, after: TraceText, opts: CallDiff
     h("thead", {}, h("tr", {}, h("th", {}, opts.beforeName ?? "before"), h("th", {}, opts.afterName ?? "after"))));
   const body = h("tbody");
   table.append(body);
-  const shown = foldUnchanged(rows, opts.context ?? 2);
+  const shown = derived.shown;
   const rowEl = (r: CallRow): HTMLElement => {
     const tr = h("tr", { class: `tl-cd-${r.kind}`, "data-id": r.id }, side(r.a), side(r.b, r.why));
     if (opts.onSelect) tr.addEventListener("click", () => opts.onSelect!(r.id));

@@ -196,6 +196,8 @@ function sourceText(s: Source): string {
   return s.cell != null ? `cell [${s.cell}] line ${s.line}` : `${s.path ?? s.file}:${s.line}`;
 }
 
+const FIRST_LINES = 150, SLICE_LINES = 1000;
+
 export interface ProgramOptions {
   /** Open a call's source (the sidebar opens the file or the notebook cell); without it the place is shown as text. */
   openSource?: (s: Source) => void;
@@ -210,14 +212,19 @@ export function programView(t: { program: string; calls?: Call[] }, opts: Progra
   const bar = h("div", { class: "tl-source-bar tl-muted" }, t.calls ? "click a call to see where it came from" : "");
   const pre = h("pre", { class: "tl-program" });
   const lines = t.program.replace(/\n$/, "").split("\n");
-  const frag = document.createDocumentFragment();
-  lines.forEach((line, i) => {
-    const c = byLine.get(i + 1);
-    const el = h("div", { class: c ? "tl-line tl-call-line" : "tl-line", ...(c ? { "data-id": c.id } : {}) });
-    highlightInto(el, line || " ");
-    frag.append(el);
-  });
-  pre.append(frag);
+  // the first screenful is drawn at once, the rest in slices after it (a long program does not hold up the step switch)
+  const draw = (from: number, to: number) => {
+    const frag = document.createDocumentFragment();
+    for (let i = from; i < Math.min(to, lines.length); i++) {
+      const c = byLine.get(i + 1);
+      const el = h("div", { class: c ? "tl-line tl-call-line" : "tl-line", ...(c ? { "data-id": c.id } : {}) });
+      highlightInto(el, lines[i] || " ");
+      frag.append(el);
+    }
+    pre.append(frag);
+    if (to < lines.length) setTimeout(() => { if (pre.isConnected) draw(to, to + SLICE_LINES); }, 0);
+  };
+  draw(0, FIRST_LINES);
   const show = (id: string | null) => {
     pre.querySelector(".tl-line-selected")?.classList.remove("tl-line-selected");
     const c = id ? (t.calls ?? []).find((x) => x.id === id) : undefined;

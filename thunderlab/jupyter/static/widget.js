@@ -21,6 +21,15 @@ function changeWords(a, b) {
   return why;
 }
 function alignCalls(before, after) {
+  const cached = aligned.get(before)?.get(after);
+  if (cached) return cached;
+  const rows = align(before, after);
+  if (!aligned.has(before)) aligned.set(before, /* @__PURE__ */ new WeakMap());
+  aligned.get(before).set(after, rows);
+  return rows;
+}
+var aligned = /* @__PURE__ */ new WeakMap();
+function align(before, after) {
   const A = sides(before), B = sides(after);
   const aOrder = (before.calls ?? []).map((c) => c.id), bOrder = (after.calls ?? []).map((c) => c.id);
   const removedAfter = /* @__PURE__ */ new Map();
@@ -138,10 +147,16 @@ function side(s2, why = []) {
     why.length ? h("div", { class: "tl-cd-why" }, why.join("; ")) : null
   );
 }
+var drawn_ = /* @__PURE__ */ new WeakMap();
 function callDiffView(before, after, opts = {}) {
-  const limit = opts.limit ?? 300;
+  const limit = opts.limit ?? 60;
   const rows = alignCalls(before, after);
-  const sum = summarizeCalls(rows, opts.regionExecutor);
+  let derived = drawn_.get(rows);
+  if (!derived) {
+    derived = { sum: summarizeCalls(rows, opts.regionExecutor), shown: foldUnchanged(rows, opts.context ?? 2) };
+    drawn_.set(rows, derived);
+  }
+  const sum = derived.sum;
   const box = h("div", { class: "tl-calldiff" });
   box.append(h("div", { class: "tl-cd-summary" }, ...sum.lines.map((l) => h("div", {}, l))));
   box.append(signatureRow(signatureOf(before.program), signatureOf(after.program)));
@@ -153,7 +168,7 @@ function callDiffView(before, after, opts = {}) {
   );
   const body = h("tbody");
   table.append(body);
-  const shown = foldUnchanged(rows, opts.context ?? 2);
+  const shown = derived.shown;
   const rowEl = (r) => {
     const tr = h("tr", { class: `tl-cd-${r.kind}`, "data-id": r.id }, side(r.a), side(r.b, r.why));
     if (opts.onSelect) tr.addEventListener("click", () => opts.onSelect(r.id));
@@ -273,9 +288,12 @@ function noteLines(spec, notes) {
 }
 function declineRows(p, step) {
   const by = /* @__PURE__ */ new Map();
-  for (let i = Math.min(step, p.steps.length - 1); i >= 0; i--) {
+  const last = Math.min(step, p.steps.length - 1);
+  let claim = -1;
+  for (let i = last; i >= 0 && claim < 0; i--) if (p.steps[i].notes?.declines) claim = i;
+  if (claim >= 0) for (const [id, r] of Object.entries(p.steps[claim].notes.declines)) by.set(`b${id}`, r.slice());
+  for (let i = Math.max(0, claim); i <= last; i++) {
     const n = p.steps[i].notes;
-    if (n?.declines && !by.size) for (const [id, r] of Object.entries(n.declines)) by.set(`b${id}`, r.slice());
     if (n?.left_out) {
       for (const [id, why] of Object.entries(n.left_out)) {
         const list = by.get(`b${id}`) ?? [];
@@ -345,7 +363,7 @@ function notesView(p, st, labels, onSelect) {
     }
     box.append(h(
       "details",
-      { class: "tl-whynot-box" },
+      { class: "tl-whynot-box", ...rows.length <= 30 ? { open: "" } : {} },
       h("summary", {}, `why not fused: ${rows.length} calls declined by an executor`),
       list,
       rows.length > 500 ? h("div", { class: "tl-muted" }, `… and ${rows.length - 500} more`) : null
@@ -405,6 +423,8 @@ function stepTimingsView(p, st) {
 function sourceText(s2) {
   return s2.cell != null ? `cell [${s2.cell}] line ${s2.line}` : `${s2.path ?? s2.file}:${s2.line}`;
 }
+var FIRST_LINES = 150;
+var SLICE_LINES = 1e3;
 function programView(t, opts = {}) {
   const box = h("div", { class: "tl-program-view" });
   const byLine = /* @__PURE__ */ new Map();
@@ -412,14 +432,20 @@ function programView(t, opts = {}) {
   const bar = h("div", { class: "tl-source-bar tl-muted" }, t.calls ? "click a call to see where it came from" : "");
   const pre = h("pre", { class: "tl-program" });
   const lines = t.program.replace(/\n$/, "").split("\n");
-  const frag = document.createDocumentFragment();
-  lines.forEach((line, i) => {
-    const c = byLine.get(i + 1);
-    const el = h("div", { class: c ? "tl-line tl-call-line" : "tl-line", ...c ? { "data-id": c.id } : {} });
-    highlightInto(el, line || " ");
-    frag.append(el);
-  });
-  pre.append(frag);
+  const draw = (from, to) => {
+    const frag = document.createDocumentFragment();
+    for (let i = from; i < Math.min(to, lines.length); i++) {
+      const c = byLine.get(i + 1);
+      const el = h("div", { class: c ? "tl-line tl-call-line" : "tl-line", ...c ? { "data-id": c.id } : {} });
+      highlightInto(el, lines[i] || " ");
+      frag.append(el);
+    }
+    pre.append(frag);
+    if (to < lines.length) setTimeout(() => {
+      if (pre.isConnected) draw(to, to + SLICE_LINES);
+    }, 0);
+  };
+  draw(0, FIRST_LINES);
   const show = (id) => {
     pre.querySelector(".tl-line-selected")?.classList.remove("tl-line-selected");
     const c = id ? (t.calls ?? []).find((x) => x.id === id) : void 0;

@@ -9,7 +9,7 @@ function age(created: number): string {
   return s < 60 ? `${Math.round(s)} s ago` : s < 3600 ? `${Math.round(s / 60)} min ago` : `${Math.round(s / 3600)} h ago`;
 }
 
-class RecordsBody extends Widget {
+export class RecordsBody extends Widget {
   constructor(private tl: IThunderlabSidebar) {
     super();
     this.addClass("tl-records");
