@@ -4,6 +4,7 @@ import { ILabShell, type JupyterFrontEnd, type JupyterFrontEndPlugin } from "@ju
 import type { ISessionContext } from "@jupyterlab/apputils";
 import { IEditorServices } from "@jupyterlab/codeeditor";
 import { ISettingRegistry } from "@jupyterlab/settingregistry";
+import { IStateDB } from "@jupyterlab/statedb";
 import { LabIcon, SidePanel } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
 import type { Source } from "../calldiff";
@@ -11,6 +12,7 @@ import { SelectionModel } from "../selection";
 import { STEP_CSS } from "../stepinfo";
 import { CSS, h } from "../views";
 import { KernelLink, STATE_WORDS } from "./link";
+import { SidebarMemory } from "./memory";
 import { PipelineModel } from "./pipeline/model";
 import { pipelinePanel } from "./pipeline/panel";
 import { RecordsModel } from "./records/model";
@@ -85,9 +87,9 @@ const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
   description: "The thunderlab sidebar and its link to the active notebook's kernel",
   autoStart: true,
   requires: [ILabShell],
-  optional: [ISettingRegistry],
+  optional: [ISettingRegistry, IStateDB],
   provides: IThunderlabSidebar,
-  activate: (app: JupyterFrontEnd, shell: ILabShell, registry: ISettingRegistry | null): IThunderlabSidebar => {
+  activate: (app: JupyterFrontEnd, shell: ILabShell, registry: ISettingRegistry | null, state: IStateDB | null): IThunderlabSidebar => {
     const link = new KernelLink();
     const panel = new SidePanel();
     panel.id = "thunderlab-sidebar";
@@ -112,7 +114,9 @@ const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
       (panel.content as unknown as { setRelativeSizes(s: number[]): void }).setRelativeSizes(panel.widgets.map((x) => ranks.get(x)?.[1] ?? 1));
     };
     const settings: IThunderlabSidebar["settings"] = { grouping: "auto", collapseAbove: 300 };
-    const step = new StepModel(link);
+    const memory = new SidebarMemory(state);
+    window.addEventListener("beforeunload", () => void memory.flush());
+    const step = new StepModel(link, memory);
     if (registry) {
       void registry.load(sidebar.id).then((s) => {
         const read = () => {
@@ -126,7 +130,7 @@ const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
     }
     const openSource = (src: Source) => openSourceIn(app, shell, link, src);
     return { link, panel, addPanel, settings, step, records: new RecordsModel(), pipeline: new PipelineModel(), timings: new TimingsModel(),
-      selection: new SelectionModel(), openSource };
+      selection: new SelectionModel(), openSource, memory };
   },
 };
 

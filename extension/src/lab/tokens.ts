@@ -5,6 +5,7 @@ import type { Widget } from "@lumino/widgets";
 import type { Source } from "../calldiff";
 import type { SelectionModel } from "../selection";
 import type { KernelLink } from "./link";
+import type { SidebarMemory } from "./memory";
 import type { PipelineModel } from "./pipeline/model";
 import type { RecordsModel } from "./records/model";
 import type { StepModel } from "./step/model";
@@ -16,6 +17,8 @@ export interface IThunderlabSidebar {
   readonly step: StepModel;
   readonly pipeline: PipelineModel;
   readonly timings: TimingsModel;
+  /** Per notebook: the record, step, trace and view last shown (kept in JupyterLab's state database). */
+  readonly memory: SidebarMemory;
   /** The selected call: the program, diff and graph views select and follow it (selectNode(id)). */
   readonly selection: SelectionModel;
   /** Open a call's source: the notebook cell (by execution count) or the file; resolves to a problem in words, or null. */

@@ -74,8 +74,15 @@ class StepBody extends Widget {
     return this.host;
   }
 
+  private shownRecord: number | null = null;
+
   paint(): void {
     const s = this.tl.step, p = s.payload;
+    if (p && s.record !== this.shownRecord) {  // another record or notebook: its view as it was left
+      this.shownRecord = s.record;
+      const kept = this.tl.memory.get(this.tl.link.session?.path).view as View | undefined;
+      if (kept && VIEWS.includes(kept)) this.view = kept;
+    }
     if (s.error) { this.node.replaceChildren(h("div", { class: "tl-error" }, s.error)); return; }
     if (!p) { this.node.replaceChildren(h("div", { class: "tl-empty" }, s.record === null ? "Choose a record above." : "loading…")); return; }
     const st = p.steps[s.step];
@@ -94,7 +101,7 @@ class StepBody extends Widget {
     tabs.append(h("span", { class: "tl-tab-gap" }));
     for (const v of VIEWS) {
       const b = h("button", { type: "button", class: v === this.view ? "tl-active" : "", "data-view": v }, v);
-      b.addEventListener("click", () => { this.view = v; this.paint(); });
+      b.addEventListener("click", () => { this.view = v; this.tl.memory.set(this.tl.link.session?.path, { view: v }); this.paint(); });
       tabs.append(b);
     }
     const parts: (HTMLElement | null)[] = [head, st.error ? h("div", { class: "tl-error" }, st.error) : null, tabs];
