@@ -703,7 +703,9 @@ var CSS = `
 .thunderlab .tl-error:empty,.thunderlab .tl-status:empty{display:none}
 .thunderlab .tl-status{color:#0a5;margin:4px 0}
 .thunderlab .tl-bar{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin:6px 0}
-.thunderlab .tl-pipeline{font-family:ui-monospace,monospace;min-width:320px;flex:1}
+.thunderlab .tl-pipeline{font-family:var(--jp-code-font-family,ui-monospace,monospace);min-width:0;flex:1 1 180px;box-sizing:border-box;max-width:100%}
+.thunderlab .tl-steps-wrap{overflow-x:auto;max-width:100%}
+.thunderlab .tl-steps td:nth-child(4){white-space:nowrap}
 .thunderlab table{border-collapse:collapse}
 .thunderlab td,.thunderlab th{border-bottom:1px solid var(--jp-border-color2,#e4e4e4);padding:2px 8px;text-align:left;vertical-align:top}
 .thunderlab th{background:var(--jp-layout-color2,#f4f4f6)}
@@ -769,6 +771,7 @@ function controls(p, cur, opts) {
 }
 function stepTable(p, cur, opts) {
   const body = h("tbody");
+  const anyError = p.steps.some((st) => st.error);
   for (const st of p.steps) {
     const vw = verificationWords(st.verification);
     const ver = h("span", { class: vw.cls, title: vw.title }, vw.text);
@@ -780,17 +783,18 @@ function stepTable(p, cur, opts) {
       h("td", { class: "tl-num" }, ms(st.seconds)),
       h("td", { class: "tl-num" }, `${st.symbols_before} → ${st.symbols_after}`),
       h("td", {}, ver),
-      h("td", { class: "tl-error" }, st.error ?? "")
+      anyError ? h("td", { class: "tl-error" }, st.error ?? "") : null
     );
     row.addEventListener("click", () => opts.onSelect?.(st.index));
     body.append(row);
   }
-  return h(
+  const heads = ["#", "pass", "ms", "symbols", "verified", ...anyError ? ["error"] : []];
+  return h("div", { class: "tl-steps-wrap" }, h(
     "table",
     { class: "tl-steps" },
-    h("thead", {}, h("tr", {}, ...["#", "pass", "ms", "symbols", "verified", "error"].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ...heads.map((t) => h("th", {}, t)))),
     body
-  );
+  ));
 }
 function diffView(diff) {
   const box = h("div", { class: "tl-diff" });
