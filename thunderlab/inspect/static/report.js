@@ -722,7 +722,10 @@ after:  ${b}`)
 .thunderlab .tl-bar{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin:6px 0}
 .thunderlab .tl-pipeline{font-family:var(--jp-code-font-family,ui-monospace,monospace);min-width:0;flex:1 1 180px;box-sizing:border-box;max-width:100%}
 .thunderlab .tl-steps-wrap{overflow-x:auto;max-width:100%}
+.thunderlab .tl-meta,.thunderlab h2,.thunderlab .tl-muted{overflow-wrap:anywhere}
 .thunderlab .tl-steps td:nth-child(4){white-space:nowrap}
+.thunderlab .tl-steps td:nth-child(2){overflow-wrap:anywhere;min-width:4em}
+.thunderlab .tl-steps td,.thunderlab .tl-steps th{padding:2px 5px}
 .thunderlab table{border-collapse:collapse}
 .thunderlab td,.thunderlab th{border-bottom:1px solid var(--jp-border-color2,#e4e4e4);padding:2px 8px;text-align:left;vertical-align:top}
 .thunderlab th{background:var(--jp-layout-color2,#f4f4f6)}
@@ -731,7 +734,7 @@ after:  ${b}`)
 .thunderlab .tl-current{background:var(--jp-brand-color3,#dbeaff) !important;font-weight:600}
 .thunderlab .tl-ok{color:#0a7a2f}.thunderlab .tl-fail{color:#b00020;font-weight:600}
 .thunderlab .tl-num{text-align:right;font-variant-numeric:tabular-nums}
-.thunderlab .tl-tabs{display:flex;gap:2px;margin-top:10px;border-bottom:1px solid var(--jp-border-color1,#ccc)}
+.thunderlab .tl-tabs{display:flex;flex-wrap:wrap;gap:2px;margin-top:10px;border-bottom:1px solid var(--jp-border-color1,#ccc)}
 .thunderlab .tl-tabs button{border:1px solid var(--jp-border-color1,#ccc);border-bottom:none;background:var(--jp-layout-color2,#f4f4f6);color:inherit;padding:3px 10px;cursor:pointer}
 .thunderlab .tl-tabs button.tl-active{background:var(--jp-layout-color0,#fff);font-weight:600}
 .thunderlab pre,.thunderlab .tl-diff{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;background:var(--jp-layout-color1,#fafafa);border:1px solid var(--jp-border-color2,#e4e4e4);padding:6px;overflow:auto;max-height:560px;margin:4px 0}
