@@ -50,7 +50,7 @@ test: setup views lab browser graphviz
 zoo: setup
 	THUNDERLAB_ZOO=full $(BIN)/python -m pytest tests/zoo
 
-zoo-bench: setup
+zoo-bench: setup extension/node_modules/.installed browser
 	$(BIN)/python benchmarks/zoo.py
 
 bench: setup
@@ -59,6 +59,7 @@ bench: setup
 	$(BIN)/python benchmarks/fusion.py
 	$(BIN)/python benchmarks/inspection.py
 	$(BIN)/python benchmarks/kernels.py
+	$(BIN)/python benchmarks/views.py
 
 # a larger random-pipeline campaign than `make test` runs (FUZZ_EXAMPLES draws, fresh each time)
 FUZZ_EXAMPLES ?= 1000

@@ -1,8 +1,11 @@
-"""Screenshot of the sidebar on notebooks/sidebar.ipynb (NanoGPTBlock), for the README: docs/sidebar.png.
+"""Screenshots of the sidebar for the README: docs/sidebar.png and docs/sidebar-dark.png.
 
 Runs JupyterLab with temporary config/data/runtime dirs and this checkout's built extension (`make lab`),
 runs every cell in Debian's headless Chromium, selects a pass and saves the sidebar at about 500 px wide.
-  .venv/bin/python docs/sidebar_screenshot.py [--dark] [--step N] [--view Program|Diff|Graph] [OUT.png]
+The notebook is notebooks/sidebar.ipynb (a nanoGPT block), or with --gpt2 a 4-layer GPT-2 (Hugging Face
+architecture, random weights) compiled for training and trained for a few steps.
+  .venv/bin/python docs/sidebar_screenshot.py --gpt2 --step 6 --view Diff docs/sidebar.png
+  .venv/bin/python docs/sidebar_screenshot.py --gpt2 --dark --step 4 --view "What it did" docs/sidebar-dark.png
 """
 import argparse
 import os
@@ -20,12 +23,14 @@ ap.add_argument("out", nargs="?", default=str(REPO / "docs" / "sidebar.png"))
 ap.add_argument("--dark", action="store_true")
 ap.add_argument("--step", type=int, default=5)
 ap.add_argument("--view", default="Program")
+ap.add_argument("--gpt2", action="store_true", help="a 4-layer GPT-2 compiled for training, not the nanoGPT block")
 a = ap.parse_args()
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 tmp = Path(tempfile.mkdtemp(prefix="tl-shot-"))
-env = dict(os.environ)
+# this checkout's extension first, not one installed in the venv
+env = dict(os.environ, JUPYTER_PREFER_ENV_PATH="0")
 for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
     (tmp / var).mkdir()
     env[var] = str(tmp / var)
@@ -37,7 +42,24 @@ settings.mkdir(parents=True)
 if a.dark:
     (settings / "themes.jupyterlab-settings").write_text('{"theme": "JupyterLab Dark"}')
 (tmp / "nb").mkdir()
-shutil.copy(REPO / "notebooks" / "sidebar.ipynb", tmp / "nb")
+GPT2_CELLS = [
+    "import torch\nimport thunderlab\nfrom thunderlab.examples import gpt2_from_config\n\n"
+    "model = gpt2_from_config(n_layer=4).train()  # 4 layers, random weights, nothing downloaded\n"
+    "train_step = thunderlab.jit(model, timing=True)\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=1e-3)\n"
+    "tokens = torch.randint(0, 128, (2, 16))",
+    "for _ in range(30):  # the sidebar's timings grow as this runs\n"
+    "    loss = train_step(tokens).logits.float().logsumexp(-1).mean()\n"
+    "    loss.backward()\n    opt.step()\n    opt.zero_grad()",
+]
+if a.gpt2:
+    import json
+
+    cell = lambda src: {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": src}  # noqa: E731
+    (tmp / "nb" / "sidebar.ipynb").write_text(json.dumps({"cells": [cell(c) for c in GPT2_CELLS], "metadata": {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}))
+else:
+    shutil.copy(REPO / "notebooks" / "sidebar.ipynb", tmp / "nb")
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
@@ -64,6 +86,7 @@ try:
         page.evaluate("void window.jupyterapp.commands.execute('notebook:run-all-cells')")
         page.wait_for_selector(".tl-pass[data-step]")
         page.wait_for_function("document.querySelector('.tl-calls') && +document.querySelector('.tl-calls').dataset.calls > 100")
+        page.wait_for_function("!document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"busy\"]')")
         page.locator(f'.tl-pass[data-step="{a.step}"]').click()
         page.locator(f'.tl-tabs button[data-view="{a.view}"]').click()
         time.sleep(1.5)

@@ -15,6 +15,10 @@ if (process.argv.includes("--test")) {
     outfile: resolve(here, "build-test/views.mjs") });
   await build({ ...common, entryPoints: [resolve(here, "src/graph/pure.ts")], format: "esm", platform: "neutral",
     outfile: resolve(here, "build-test/graph.mjs") });
+  for (const name of ["calldiff", "stepinfo", "selection"]) {
+    await build({ ...common, entryPoints: [resolve(here, `src/${name}.ts`)], format: "esm", platform: "neutral",
+      outfile: resolve(here, `build-test/${name}.mjs`) });
+  }
   await build({ ...common, entryPoints: [resolve(here, "src/lab/pure.ts")], format: "esm", platform: "node", packages: "external",
     outfile: resolve(here, "build-test/lab.mjs") });
 } else {

@@ -1,6 +1,9 @@
 // Views of a thunderlab compile record ("thunderlab.record/v1"), shared by the offline report and the
 // notebook widget. All text comes from user code: it is set only through textContent, createTextNode
 // and setAttribute, never parsed as markup.
+import { callDiffView, type Call } from "./calldiff";
+import { selectionOf } from "./selection";
+import { inputsLine, notesView, programView, stepTimingsView, verificationWords, STEP_CSS, type InputName, type Saved } from "./stepinfo";
 
 export interface GraphNode {
   id: string; label: string; kind: string; executor: string | null; source: string | null;
@@ -12,7 +15,7 @@ export interface GraphNode {
 export interface GraphEdge { src: string; dst: string; value: string; type: string }
 export interface Graph { nodes: GraphNode[]; edges: GraphEdge[] }
 export interface Changes { added: string[]; removed: string[]; changed: string[]; executor?: string[]; regrouped?: string[] }
-export interface Trace { program: string; diff: string | null; graph: Graph; changes?: Changes | null; stats: { symbols: number; regions: number; executors: Record<string, number> } }
+export interface Trace { program: string; diff: string | null; graph: Graph; changes?: Changes | null; stats: { symbols: number; regions: number; executors: Record<string, number> }; calls?: Call[]; saved?: Saved }
 export interface Verification { ok: boolean; structural: string; max_error: number | null; detail: string }
 export interface Step {
   index: number; spec: string; seconds: number; symbols_before: number; symbols_after: number;
@@ -23,7 +26,7 @@ export interface Region {
   timings: Record<string, { count: number; median_s: number; min_s: number }>; code: string | null;
 }
 export interface Payload {
-  schema: string; name: string; inputs: string[]; pipeline: string; created: number; error: string | null;
+  schema: string; name: string; inputs: string[]; input_names?: InputName[]; pipeline: string; created: number; error: string | null;
   compile_seconds: number; steps: Step[]; regions: Record<string, Region>;
 }
 export interface RenderOptions {
@@ -269,7 +272,12 @@ export const CSS = `
 .thunderlab .tl-error:empty,.thunderlab .tl-status:empty{display:none}
 .thunderlab .tl-status{color:#0a5;margin:4px 0}
 .thunderlab .tl-bar{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin:6px 0}
-.thunderlab .tl-pipeline{font-family:ui-monospace,monospace;min-width:320px;flex:1}
+.thunderlab .tl-pipeline{font-family:var(--jp-code-font-family,ui-monospace,monospace);min-width:0;flex:1 1 180px;box-sizing:border-box;max-width:100%}
+.thunderlab .tl-steps-wrap{overflow-x:auto;max-width:100%}
+.thunderlab .tl-meta,.thunderlab h2,.thunderlab .tl-muted{overflow-wrap:anywhere}
+.thunderlab .tl-steps td:nth-child(4){white-space:nowrap}
+.thunderlab .tl-steps td:nth-child(2){overflow-wrap:anywhere;min-width:4em}
+.thunderlab .tl-steps td,.thunderlab .tl-steps th{padding:2px 5px}
 .thunderlab table{border-collapse:collapse}
 .thunderlab td,.thunderlab th{border-bottom:1px solid var(--jp-border-color2,#e4e4e4);padding:2px 8px;text-align:left;vertical-align:top}
 .thunderlab th{background:var(--jp-layout-color2,#f4f4f6)}
@@ -278,7 +286,7 @@ export const CSS = `
 .thunderlab .tl-current{background:var(--jp-brand-color3,#dbeaff) !important;font-weight:600}
 .thunderlab .tl-ok{color:#0a7a2f}.thunderlab .tl-fail{color:#b00020;font-weight:600}
 .thunderlab .tl-num{text-align:right;font-variant-numeric:tabular-nums}
-.thunderlab .tl-tabs{display:flex;gap:2px;margin-top:10px;border-bottom:1px solid var(--jp-border-color1,#ccc)}
+.thunderlab .tl-tabs{display:flex;flex-wrap:wrap;gap:2px;margin-top:10px;border-bottom:1px solid var(--jp-border-color1,#ccc)}
 .thunderlab .tl-tabs button{border:1px solid var(--jp-border-color1,#ccc);border-bottom:none;background:var(--jp-layout-color2,#f4f4f6);color:inherit;padding:3px 10px;cursor:pointer}
 .thunderlab .tl-tabs button.tl-active{background:var(--jp-layout-color0,#fff);font-weight:600}
 .thunderlab pre,.thunderlab .tl-diff{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;background:var(--jp-layout-color1,#fafafa);border:1px solid var(--jp-border-color2,#e4e4e4);padding:6px;overflow:auto;max-height:560px;margin:4px 0}
@@ -292,8 +300,8 @@ function header(p: Payload, opts: RenderOptions): HTMLElement {
   const err = [p.error, opts.error].filter(Boolean).join("\n");
   return h("div", { class: "tl-header" },
     h("h2", {}, p.name),
-    h("div", { class: "tl-meta" },
-      `inputs: ${p.inputs.join(", ") || "(none)"} · pipeline: ${p.pipeline} · total ${ms(p.compile_seconds)} ms · ${p.steps.length} steps`),
+    h("div", { class: "tl-meta" }, inputsLine(p)),
+    h("div", { class: "tl-meta" }, `pipeline: ${p.pipeline} · total ${ms(p.compile_seconds)} ms · ${p.steps.length} steps`),
     h("div", { class: "tl-status" }, opts.status ?? ""),
     h("div", { class: "tl-error" }, err));
 }
@@ -328,23 +336,23 @@ function controls(p: Payload, cur: number, opts: RenderOptions): HTMLElement {
 
 function stepTable(p: Payload, cur: number, opts: RenderOptions): HTMLElement {
   const body = h("tbody");
+  const anyError = p.steps.some((st) => st.error);  // the error column only when a step failed
   for (const st of p.steps) {
-    const v = st.verification;
-    const ver = v ? h("span", { class: v.ok ? "tl-ok" : "tl-fail", title: v.detail },
-      v.ok ? "ok" : "FAIL", v.max_error != null ? ` (${v.max_error.toExponential(2)})` : "", !v.ok && v.detail ? ` ${v.detail}` : "")
-      : h("span", { class: "tl-muted" }, "–");
+    const vw = verificationWords(st.verification);
+    const ver = h("span", { class: vw.cls, title: vw.title }, vw.text);
     const row = h("tr", { class: st.index === cur ? "tl-step tl-current" : "tl-step", "data-index": st.index },
       h("td", { class: "tl-num" }, String(st.index)),
       h("td", {}, st.spec),
       h("td", { class: "tl-num" }, ms(st.seconds)),
       h("td", { class: "tl-num" }, `${st.symbols_before} → ${st.symbols_after}`),
       h("td", {}, ver),
-      h("td", { class: "tl-error" }, st.error ?? ""));
+      anyError ? h("td", { class: "tl-error" }, st.error ?? "") : null);
     row.addEventListener("click", () => opts.onSelect?.(st.index));
     body.append(row);
   }
-  return h("table", { class: "tl-steps" },
-    h("thead", {}, h("tr", {}, ...["#", "pass", "ms", "symbols", "verified", "error"].map((t) => h("th", {}, t)))), body);
+  const heads = ["#", "pass", "ms", "symbols", "verified", ...(anyError ? ["error"] : [])];
+  return h("div", { class: "tl-steps-wrap" }, h("table", { class: "tl-steps" },
+    h("thead", {}, h("tr", {}, ...heads.map((t) => h("th", {}, t)))), body));
 }
 
 export function diffView(diff: string | null): HTMLElement {
@@ -406,8 +414,8 @@ function tabs(labels: string[], active: string, onPick: (l: string) => void): HT
 }
 
 // The chosen trace and pane survive re-renders of the same root (e.g. stepping through passes).
-const viewState = new WeakMap<HTMLElement, { trace?: string; pane: string; focus?: string | null }>();
-const PANES = ["Program", "Diff", "Graph", "Timings"];
+const viewState = new WeakMap<HTMLElement, { trace?: string; pane: string; against?: number; focus?: string | null }>();
+const PANES = ["Program", "Diff", "Graph", "What it did", "Timings"];
 
 function stepDetail(root: HTMLElement, p: Payload, st: Step): HTMLElement {
   const box = h("div", { class: "tl-detail" });
@@ -421,15 +429,18 @@ function stepDetail(root: HTMLElement, p: Payload, st: Step): HTMLElement {
     const trace = state.trace && names.includes(state.trace) ? state.trace : names[0];
     if (names.length) box.append(tabs(names, trace!, (t) => { state.trace = t; paint(); }));
     box.append(tabs(PANES, state.pane, (pn) => { state.pane = pn; paint(); }));
-    if (state.pane === "Timings") { box.append(timingsView(p)); return; }
+    if (state.pane === "Timings") { box.append(stepTimingsView(p, st)); return; }
+    const labels = () => new Map((traces?.[trace!]?.graph.nodes ?? []).map((n) => [n.id, n.label]));
+    const select = (id: string) => selectionOf(root).selectNode(id, "notes");
+    if (state.pane === "What it did") { box.append(notesView(p, st, labels(), select)); return; }
     if (!traces) { box.append(h("div", { class: "tl-loading tl-muted" }, st.error ? "(no traces: the step failed)" : "loading…")); return; }
     const t = traces[trace!];
     if (!t) { box.append(h("div", { class: "tl-muted" }, "(no traces)")); return; }
     box.append(h("div", { class: "tl-muted" },
       `${trace}: ${t.stats.symbols} symbols, ${t.stats.regions} regions · ` +
       Object.entries(t.stats.executors).map(([k, v]) => `${k} ${v}`).join(", ")));
-    if (state.pane === "Program") box.append(h("pre", { class: "tl-program" }, t.program));
-    else if (state.pane === "Diff") box.append(diffView(t.diff));
+    if (state.pane === "Program") box.append(programView(t, { selection: selectionOf(root) }));
+    else if (state.pane === "Diff") box.append(stepDiff(root, p, st, trace!, state, paint));
     else {
       const graphs = Object.fromEntries(Object.entries(traces).map(([k, v]) => [k, v.graph]));
       const focus = state.focus;
@@ -442,13 +453,32 @@ function stepDetail(root: HTMLElement, p: Payload, st: Step): HTMLElement {
   return box;
 }
 
+/** The Diff pane: side by side by stable call id against the previous step or a chosen one (text diff for older payloads). */
+function stepDiff(root: HTMLElement, p: Payload, st: Step, trace: string, state: { against?: number }, repaint: () => void): HTMLElement {
+  const prev = [...p.steps].reverse().find((x) => x.index < st.index && x.traces)?.index;
+  const other = state.against !== undefined && state.against !== st.index && p.steps[state.against]?.traces ? state.against : prev;
+  const sel = h("select", { class: "tl-diff-against", "aria-label": "compare with step" });
+  for (const x of p.steps) if (x.index !== st.index && x.traces) sel.append(h("option", { value: x.index }, `vs step ${x.index}: ${x.spec}${x.index === prev ? " (previous)" : ""}`));
+  const box = h("div", { class: "tl-diff-pane" }, sel);
+  const a = other === undefined ? undefined : p.steps[other].traces?.[trace], b = st.traces?.[trace];
+  if (other === undefined || !b) { box.append(h("div", { class: "tl-muted" }, "(nothing to compare with: this is the first step)")); return box; }
+  sel.value = String(other);
+  sel.addEventListener("change", () => { state.against = Number(sel.value); repaint(); });
+  if (!a) box.append(h("div", { class: "tl-muted" }, `step ${other} has no ${trace} trace: every call is new`));
+  if (b.calls && (!a || a.calls)) {
+    box.append(callDiffView(a ?? { program: "", calls: [] }, b, { beforeName: `step ${other}: ${p.steps[other].spec}`, afterName: `step ${st.index}: ${st.spec}`,
+      onSelect: (id) => selectionOf(root).selectNode(id, "diff"), regionExecutor: (r) => p.regions[r]?.executor ?? null }));
+  } else box.append(diffView(other === prev ? b.diff : null));
+  return box;
+}
+
 /** Renders the whole record into root, replacing what was there. */
 export function renderRecord(root: HTMLElement, payload: Payload, opts: RenderOptions = {}): void {
   const n = payload.steps.length;
   const cur = Math.max(0, Math.min(n - 1, opts.current ?? n - 1));
   root.classList.add("thunderlab");
   root.setAttribute("data-step", String(cur));
-  const style = h("style", {}, CSS);
+  const style = h("style", {}, CSS + STEP_CSS);
   const parts: Node[] = [style, header(payload, opts), controls(payload, cur, opts), stepTable(payload, cur, opts)];
   if (n) parts.push(stepDetail(root, payload, payload.steps[cur]));
   root.replaceChildren(...parts);

@@ -59,8 +59,9 @@ def test_cse_diff_is_shown(page, tmp_path):
     page.wait_for_selector(".tl-step")
     page.locator(".tl-step").nth(2).click()  # cse
     page.locator("button[data-tab=Diff]").first.click()
-    removed = page.locator(".tl-diff .tl-del")
-    assert any("ltorch.mul" in removed.nth(i).inner_text() for i in range(removed.count()))
+    removed = page.locator(".tl-cd-removed")
+    assert removed.count() == 1 and "ltorch.mul" in removed.first.inner_text()
+    assert "1 removed" in page.locator(".tl-cd-summary").inner_text()
 
 
 def test_graph_groups_by_module_and_marks_changes(page, tmp_path):
@@ -116,4 +117,83 @@ def test_an_unreadable_payload_gets_a_message_not_a_blank_page(page, tmp_path, p
     page.goto(path.as_uri())
     text = page.locator("#thunderlab-root").inner_text()
     assert "thunderlab cannot show this report" in text and says in text
+    assert page.errors == []
+
+
+def _mlp_report(tmp_path, pipeline="dce,cse,claim,del", verify=True):
+    from thunderlab.examples import EXAMPLES
+
+    model, inputs = EXAMPLES["mlp"]()
+    j = thunderlab.jit(model, pipeline=pipeline, verify=verify)
+    j(*inputs)
+    rec = thunderlab.last_record(j)
+    path = tmp_path / "report.html"
+    rec.to_html(path)
+    return rec, path
+
+
+def test_inputs_by_name_verification_words_and_source_lines(page, tmp_path):
+    rec, path = _mlp_report(tmp_path)
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tl-step")
+    inputs = page.locator(".tl-inputs").first.inner_text()
+    names = [i.name for i in rec.steps[0].program.forward.inputs]
+    assert "x" in names
+    assert inputs.startswith("inputs: x cpu f32[8, 64]")  # the user's input by name, with its shape
+    assert "parameters and buffers" in inputs  # the model's weights folded under one line
+    # verify=True compared numbers: the table says so, not a bare "ok"
+    assert "numbers match eager" in page.locator(".tl-steps").first.inner_text()
+    page.locator(".tl-step").nth(1).click()
+    page.locator(".tl-program .tl-call-line").first.click()
+    bar = page.locator(".tl-source-bar").first.inner_text()
+    assert "examples.py:" in bar, bar  # the MLP's forward is in thunderlab/examples.py
+    assert page.locator(".tl-line-selected").count() == 1
+    page.locator("button[data-tab='What it did']").first.click()
+    assert "step 1: dce" in page.locator(".tl-notes-view").first.inner_text()
+    assert page.errors == []
+
+
+def test_structure_only_is_said_when_numbers_were_not_compared(page, tmp_path):
+    rec, path = _mlp_report(tmp_path, verify=False)
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tl-step")
+    text = page.locator(".tl-steps").first.inner_text()
+    assert "structure only" in text and "numbers match" not in text
+
+
+def test_claim_diff_shows_executors_and_any_step_can_be_compared(page, tmp_path):
+    rec, path = _mlp_report(tmp_path)
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tl-step")
+    claim = next(s.index for s in rec.steps if s.spec.startswith("claim"))
+    page.locator(".tl-step").nth(claim).click()
+    page.locator("button[data-tab=Diff]").first.click()
+    summary = page.locator(".tl-cd-summary").first.inner_text()
+    assert "executor assignment" in summary and "no call changed" not in summary, summary
+    assert "executor none → torch" in page.locator(".tl-cd-changed").first.inner_text()
+    page.locator("select.tl-diff-against").first.select_option("0")  # against capture, not the previous step
+    assert page.locator(".tl-cd-table th").first.inner_text() == "step 0: capture"
+
+
+def test_the_widget_fits_a_sidebar(page, tmp_path):
+    """The notebook widget's step table and pipeline box at a narrow sidebar's width: nothing runs past the edge."""
+    from pathlib import Path
+
+    from thunderlab.inspect.serialize import RecordPayload
+
+    rec, _ = _mlp_report(tmp_path, pipeline="dce,cse,autodiff,claim{executors=inductor+torch},del")
+    bundle = (Path(thunderlab.__file__).parent / "jupyter" / "static" / "widget.js").read_text()
+    assert bundle.rstrip().endswith("export {\n  widget_default as default\n};")
+    bundle = bundle.rstrip()[: -len("export {\n  widget_default as default\n};")] + "window.__tlWidget = widget_default;"
+    page.set_viewport_size({"width": 300, "height": 900})
+    page.set_content("<!DOCTYPE html><html><body style='margin:0'><div id=el></div></body></html>")
+    page.add_script_tag(content=bundle)
+    page.evaluate("""(payload) => {
+        const state = { payload, current: 1, status: "", error: "" };
+        window.__tlWidget.render({ model: { get: (k) => state[k], on() {}, send() {} }, el: document.getElementById("el") });
+    }""", RecordPayload(rec).to_dict())
+    for sel in (".tl-steps", ".tl-pipeline", ".tl-rerun", ".tl-tabs"):
+        right = page.evaluate(f"document.querySelector('{sel}').getBoundingClientRect().right")
+        assert right <= 300, f"{sel} ends at {right} px in a 300 px sidebar"
+    assert page.evaluate("document.documentElement.scrollWidth") <= 300
     assert page.errors == []

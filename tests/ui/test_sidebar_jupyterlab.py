@@ -51,7 +51,8 @@ def lab(tmp_path_factory):
     if not (LABEXT / "package.json").exists():
         pytest.fail(f"the JupyterLab extension is not built ({LABEXT}): run `make lab`")
     root = tmp_path_factory.mktemp("sidebar")
-    env = dict(os.environ, THUNDERLAB_EXECUTORS="torch")
+    # JUPYTER_PREFER_ENV_PATH=0: the data dir below comes before the venv's, whose thunderlab may be another build
+    env = dict(os.environ, THUNDERLAB_EXECUTORS="torch", JUPYTER_PREFER_ENV_PATH="0")
     for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
         (root / var.lower()).mkdir()
         env[var] = str(root / var.lower())
@@ -153,14 +154,32 @@ def test_a_compile_appears_and_passes_step(lab_page):
     assert "def forward" in text
     assert page.locator(".tl-editor .cm-content span").count() > 5, "no syntax highlighting"
     _shot(page, "program")
+    # a program line is linked to the line of the notebook that made it; the link opens that cell
+    page.locator(".tl-editor .cm-line", has_text="ltorch.sin(").first.click()
+    link = page.locator(".tl-source-bar .tl-source-link")
+    link.wait_for()
+    assert link.inner_text().startswith("cell [1]"), link.inner_text()
+    assert "torch.sin(x)" in page.locator(".tl-source-bar .tl-source-code").inner_text()
+    page.evaluate("window.jupyterapp.shell.currentWidget.content.activeCellIndex = 2")
+    link.click()
+    page.wait_for_function("window.jupyterapp.shell.currentWidget.content.activeCellIndex === 0")
     page.locator('.tl-tabs button[data-view="Diff"]').click()
-    page.locator(".tl-sbs-table").wait_for()
+    page.locator(".tl-cd-table").wait_for()
+    # at claim the diff shows the executors it handed the calls to; at fuse, what it fused
+    page.locator('.tl-pass[data-step="3"]').click()
+    page.wait_for_function("document.querySelector('.tl-cd-summary')?.textContent.includes('executor assignment')")
+    page.locator('.tl-pass[data-step="4"]').click()
+    page.wait_for_function("document.querySelector('.tl-cd-summary')?.textContent.includes('fused ')")
+    assert "fused 5 calls into 2 regions: testfuse0 (3 calls, testfuse)" in page.locator(".tl-cd-summary").inner_text()
+    _shot(page, "diff-fuse")
     page.locator('.tl-tabs button[data-view="Graph"]').click()
     page.locator("svg.tl-graph").wait_for()
     page.locator(".tl-pass[data-step]").last.click()  # after claim: its declines are known
-    page.locator('.tl-tabs button[data-view="Why not fused"]').click()
+    page.locator('.tl-tabs button[data-view="What it did"]').click()
     page.locator(".tl-whynot").wait_for()
     assert "not elementwise" in page.locator(".tl-whynot").inner_text()
+    page.locator('.tl-tabs button[data-view="Timings"]').click()
+    page.locator(".tl-pass-times .tl-current").wait_for()
     page.locator('.tl-tabs button[data-view="Program"]').click()
 
 

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .calls import input_names, saved_for_backward, trace_calls
 from .graph import graph_diff, trace_graph
 
 if TYPE_CHECKING:  # annotations only: a record imports this module to serialize itself
@@ -111,8 +112,12 @@ class RecordPayload:
                             diff = f"--- {prev.index} {prev.spec}\n+++ {i} {s.spec}\n@@ new trace {name!r} @@\n"
                             changes = {"added": [n for n, v in g.nodes.items() if v.kind != "output"],
                                        "removed": [], "changed": [], "executor": [], "regrouped": []}
-                    out[name] = {"program": s.python(name), "diff": diff, "graph": _graph(g), "changes": changes,
-                                 "stats": _stats(t)}
+                    text = s.python(name)
+                    out[name] = {"program": text, "diff": diff, "graph": _graph(g), "changes": changes,
+                                 "stats": _stats(t), "calls": trace_calls(t, text)}
+                saved = saved_for_backward(s.program)
+                if saved is not None:
+                    out["forward"]["saved"] = saved
                 self._traces[i] = out
         return self._traces[i]
 
@@ -142,7 +147,9 @@ class RecordPayload:
     def summary(self) -> dict:
         """The record without any step's traces (each step's ``traces`` is null)."""
         r = self.record
-        return {"schema": SCHEMA_ID, "name": r.name, "inputs": list(r.inputs), "pipeline": r.pipeline,
+        first = r.steps[0].program if r.steps else None
+        return {"schema": SCHEMA_ID, "name": r.name, "inputs": list(r.inputs), "input_names": input_names(first),
+                "pipeline": r.pipeline,
                 "created": r.created, "error": r.error, "compile_seconds": r.compile_seconds,
                 "steps": [{**self._header(s), "traces": None} for s in r.steps], "regions": self.regions()}
 

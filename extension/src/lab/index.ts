@@ -4,10 +4,15 @@ import { ILabShell, type JupyterFrontEnd, type JupyterFrontEndPlugin } from "@ju
 import type { ISessionContext } from "@jupyterlab/apputils";
 import { IEditorServices } from "@jupyterlab/codeeditor";
 import { ISettingRegistry } from "@jupyterlab/settingregistry";
+import { IStateDB } from "@jupyterlab/statedb";
 import { LabIcon, SidePanel } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
+import type { Source } from "../calldiff";
+import { SelectionModel } from "../selection";
+import { STEP_CSS } from "../stepinfo";
 import { CSS, h } from "../views";
 import { KernelLink, STATE_WORDS } from "./link";
+import { SidebarMemory } from "./memory";
 import { PipelineModel } from "./pipeline/model";
 import { pipelinePanel } from "./pipeline/panel";
 import { RecordsModel } from "./records/model";
@@ -45,14 +50,46 @@ function sessionOf(w: Widget | null): ISessionContext | null {
   return ctx && typeof ctx === "object" && "kernelChanged" in ctx ? ctx : null;
 }
 
+type Editorish = { setCursorPosition(p: { line: number; column: number }): void; revealPosition?(p: { line: number; column: number }): void; focus?(): void };
+
+/** Open a call's source line: its notebook cell (found by execution count) in the followed notebook, or its file. */
+async function openSourceIn(app: JupyterFrontEnd, shell: ILabShell, link: KernelLink, src: Source): Promise<string | null> {
+  const at = { line: Math.max(0, src.line - 1), column: 0 };
+  const goto = (ed: Editorish | null | undefined) => { if (ed) { ed.setCursorPosition(at); ed.revealPosition?.(at); ed.focus?.(); } };
+  if (src.cell != null) {
+    for (const w of shell.widgets("main")) {
+      if (sessionOf(w) !== link.session) continue;
+      const nb = (w as any).content;
+      const cells: any[] = nb?.widgets ?? [];
+      const k = cells.findIndex((c) => c.model?.type === "code" && c.model.executionCount === src.cell);
+      if (k < 0) return `cell [${src.cell}] is no longer in this notebook (it was run again or deleted)`;
+      shell.activateById(w.id);
+      nb.activeCellIndex = k;
+      await nb.scrollToItem?.(k);
+      goto(cells[k].editor);
+      return null;
+    }
+    return `the notebook that ran cell [${src.cell}] is not open`;
+  }
+  if (!src.path) return `${src.file} is outside the folder JupyterLab serves: it cannot be opened here`;
+  const dir = (link.session?.path ?? "").split("/").slice(0, -1).join("/");
+  const path = dir ? `${dir}/${src.path}` : src.path;
+  try {
+    const w = await app.commands.execute("docmanager:open", { path }) as any;
+    await w?.context?.ready;
+    goto(w?.content?.editor);
+    return null;
+  } catch (e) { return `cannot open ${path}: ${e instanceof Error ? e.message : String(e)}`; }
+}
+
 const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
   id: "thunderlab:sidebar",
   description: "The thunderlab sidebar and its link to the active notebook's kernel",
   autoStart: true,
   requires: [ILabShell],
-  optional: [ISettingRegistry],
+  optional: [ISettingRegistry, IStateDB],
   provides: IThunderlabSidebar,
-  activate: (_app: JupyterFrontEnd, shell: ILabShell, registry: ISettingRegistry | null): IThunderlabSidebar => {
+  activate: (app: JupyterFrontEnd, shell: ILabShell, registry: ISettingRegistry | null, state: IStateDB | null): IThunderlabSidebar => {
     const link = new KernelLink();
     const panel = new SidePanel();
     panel.id = "thunderlab-sidebar";
@@ -60,7 +97,7 @@ const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
     panel.addClass("tl-sidebar");
     panel.title.icon = icon;
     panel.title.caption = "thunderlab: compile records and passes";
-    const style = h("style", {}, CSS);
+    const style = h("style", {}, CSS + STEP_CSS);
     panel.node.prepend(style);
     panel.header.addWidget(new LinkStatus(link));
     shell.add(panel, "right", { rank: 700 });
@@ -77,7 +114,9 @@ const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
       (panel.content as unknown as { setRelativeSizes(s: number[]): void }).setRelativeSizes(panel.widgets.map((x) => ranks.get(x)?.[1] ?? 1));
     };
     const settings: IThunderlabSidebar["settings"] = { grouping: "auto", collapseAbove: 300 };
-    const step = new StepModel(link);
+    const memory = new SidebarMemory(state);
+    window.addEventListener("beforeunload", () => void memory.flush());
+    const step = new StepModel(link, memory);
     if (registry) {
       void registry.load(sidebar.id).then((s) => {
         const read = () => {
@@ -89,7 +128,9 @@ const sidebar: JupyterFrontEndPlugin<IThunderlabSidebar> = {
         read();
       }).catch((e) => console.warn("thunderlab: settings not loaded:", e));
     }
-    return { link, panel, addPanel, settings, step, records: new RecordsModel(), pipeline: new PipelineModel(), timings: new TimingsModel() };
+    const openSource = (src: Source) => openSourceIn(app, shell, link, src);
+    return { link, panel, addPanel, settings, step, records: new RecordsModel(), pipeline: new PipelineModel(), timings: new TimingsModel(),
+      selection: new SelectionModel(), openSource, memory };
   },
 };
 

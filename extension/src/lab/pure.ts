@@ -4,3 +4,4 @@ export { moved, parsePipeline, printPipeline, PipelineModel, stepOf } from "./pi
 export { RecordsModel, visibleRows } from "./records/model";
 export { declines } from "./step/model";
 export { TimingsModel, timingRows, totalCalls } from "./timings/model";
+export { merged, SidebarMemory, STATE_ID } from "./memory";

@@ -2,7 +2,10 @@
 import { Token } from "@lumino/coreutils";
 import type { SidePanel } from "@jupyterlab/ui-components";
 import type { Widget } from "@lumino/widgets";
+import type { Source } from "../calldiff";
+import type { SelectionModel } from "../selection";
 import type { KernelLink } from "./link";
+import type { SidebarMemory } from "./memory";
 import type { PipelineModel } from "./pipeline/model";
 import type { RecordsModel } from "./records/model";
 import type { StepModel } from "./step/model";
@@ -14,6 +17,12 @@ export interface IThunderlabSidebar {
   readonly step: StepModel;
   readonly pipeline: PipelineModel;
   readonly timings: TimingsModel;
+  /** Per notebook: the record, step, trace and view last shown (kept in JupyterLab's state database). */
+  readonly memory: SidebarMemory;
+  /** The selected call: the program, diff and graph views select and follow it (selectNode(id)). */
+  readonly selection: SelectionModel;
+  /** Open a call's source: the notebook cell (by execution count) or the file; resolves to a problem in words, or null. */
+  openSource(s: Source): Promise<string | null>;
   /** The sidebar: each part's plugin adds one panel (a PanelWithToolbar) to it with addPanel. */
   readonly panel: SidePanel;
   /** The user's settings (JupyterLab's settings registry, plugin thunderlab:sidebar). */

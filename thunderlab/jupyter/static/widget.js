@@ -1,3 +1,545 @@
+// src/calldiff.ts
+function statementOf(line) {
+  const at = line.indexOf("  # ");
+  return (at >= 0 ? line.slice(0, at) : line).trim();
+}
+function sides(t) {
+  const lines = t.program.split("\n");
+  const out = /* @__PURE__ */ new Map();
+  for (const c of t.calls ?? []) {
+    out.set(c.id, { text: c.line ? statementOf(lines[c.line - 1] ?? "") : c.op, executor: c.executor, region: c.region });
+  }
+  return out;
+}
+function changeWords(a, b) {
+  const why = [];
+  if (a.region !== b.region) {
+    why.push(b.region ? a.region ? `moved from ${a.region} to ${b.region}` : `fused into ${b.region}` : `taken out of ${a.region}`);
+  }
+  if (a.executor !== b.executor) why.push(`executor ${a.executor ?? "none"} → ${b.executor ?? "none"}`);
+  if (a.text !== b.text) why.push("rewritten");
+  return why;
+}
+function alignCalls(before, after) {
+  const cached = aligned.get(before)?.get(after);
+  if (cached) return cached;
+  const rows = align(before, after);
+  if (!aligned.has(before)) aligned.set(before, /* @__PURE__ */ new WeakMap());
+  aligned.get(before).set(after, rows);
+  return rows;
+}
+var aligned = /* @__PURE__ */ new WeakMap();
+function align(before, after) {
+  const A = sides(before), B = sides(after);
+  const aOrder = (before.calls ?? []).map((c) => c.id), bOrder = (after.calls ?? []).map((c) => c.id);
+  const removedAfter = /* @__PURE__ */ new Map();
+  let anchor = "";
+  for (const id of aOrder) {
+    if (B.has(id)) {
+      anchor = id;
+      continue;
+    }
+    const list = removedAfter.get(anchor);
+    if (list) list.push(id);
+    else removedAfter.set(anchor, [id]);
+  }
+  const rows = [];
+  const pushRemoved = (key) => {
+    for (const id of removedAfter.get(key) ?? []) rows.push({ kind: "removed", id, a: A.get(id), b: null, why: [] });
+  };
+  pushRemoved("");
+  const seen = /* @__PURE__ */ new Set();
+  for (const id of bOrder) {
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const a = A.get(id) ?? null, b = B.get(id);
+    if (!a) rows.push({ kind: "added", id, a: null, b, why: [] });
+    else {
+      const why = changeWords(a, b);
+      rows.push({ kind: why.length ? "changed" : "same", id, a, b, why });
+    }
+    pushRemoved(id);
+  }
+  return rows;
+}
+function summarizeCalls(rows, regionExecutor = () => null) {
+  const count = { same: 0, changed: 0, added: 0, removed: 0 };
+  const handed = /* @__PURE__ */ new Map();
+  const fused = /* @__PURE__ */ new Map();
+  const newRegion = /* @__PURE__ */ new Map();
+  let rewritten = 0;
+  for (const r of rows) {
+    count[r.kind]++;
+    if (r.kind === "changed" && r.a && r.b) {
+      if (r.a.executor !== r.b.executor) {
+        const k = `${r.a.executor ?? "none"} → ${r.b.executor ?? "none"}`;
+        handed.set(k, (handed.get(k) ?? 0) + 1);
+      }
+      if (r.b.region && r.a.region !== r.b.region) fused.set(r.b.region, (fused.get(r.b.region) ?? 0) + 1);
+      if (r.a.text !== r.b.text) rewritten++;
+    }
+    if (r.b?.region && r.kind === "added") newRegion.set(r.b.region, (newRegion.get(r.b.region) ?? 0) + 1);
+  }
+  const lines = [];
+  const total = count.changed + count.added + count.removed;
+  lines.push(total ? `${count.changed} calls changed, ${count.added} added, ${count.removed} removed, ${count.same} unchanged` : `no call changed (${count.same} calls, same text, executor and region)`);
+  if (handed.size) lines.push("executor assignment: " + [...handed].map(([k, n]) => `${n} ${k}`).join(", "));
+  if (fused.size) {
+    const regions = [...fused.keys()];
+    const calls = [...fused.values()].reduce((x, y) => x + y, 0);
+    const names = regions.slice(0, 6).map((g) => `${g} (${fused.get(g)} calls${regionExecutor(g) ? `, ${regionExecutor(g)}` : ""})`).join(", ");
+    lines.push(`fused ${calls} calls into ${regions.length} region${regions.length > 1 ? "s" : ""}: ${names}${regions.length > 6 ? ", …" : ""}`);
+  }
+  if (rewritten) lines.push(`${rewritten} calls rewritten (their printed text differs)`);
+  return { ...count, lines };
+}
+function foldUnchanged(rows, context = 2) {
+  const out = [];
+  const keep = new Uint8Array(rows.length);
+  rows.forEach((r, i) => {
+    if (r.kind === "same") return;
+    for (let k = Math.max(0, i - context); k <= Math.min(rows.length - 1, i + context); k++) keep[k] = 1;
+  });
+  let run = [];
+  const flush = () => {
+    if (run.length) {
+      out.push(run.length === 1 ? { row: run[0] } : { fold: run });
+      run = [];
+    }
+  };
+  rows.forEach((r, i) => {
+    if (keep[i] || r.kind !== "same") {
+      flush();
+      out.push({ row: r });
+    } else run.push(r);
+  });
+  flush();
+  return out;
+}
+function signatureOf(program) {
+  const defs = program.split("\n").filter((l) => l.startsWith("def "));
+  return defs.length ? defs[defs.length - 1] : "";
+}
+function signatureRow(a, b) {
+  const count = (s) => {
+    const m = /\(([^)]*)\)/.exec(s);
+    return m && m[1].trim() ? m[1].split(",").filter((x) => x.trim()).length : 0;
+  };
+  const short = (s) => s.replace(/\(.*\)/, `(${count(s)} inputs)`);
+  const same = a === b;
+  const d = h(
+    "details",
+    { class: "tl-sig" },
+    h("summary", {}, same ? `signature unchanged: ${short(b)}` : `signature changed: ${short(a)} → ${short(b)}`),
+    h("div", { class: "tl-sig-text" }, same ? b : `before: ${a}
+after:  ${b}`)
+  );
+  return d;
+}
+function side(s, why = []) {
+  if (!s) return h("td", { class: "tl-cd-empty" });
+  const tag = [s.executor, s.region].filter(Boolean).join(" · ");
+  return h(
+    "td",
+    {},
+    h("span", { class: "tl-cd-text" }, s.text),
+    tag ? h("span", { class: "tl-cd-exec" }, ` [${tag}]`) : null,
+    why.length ? h("div", { class: "tl-cd-why" }, why.join("; ")) : null
+  );
+}
+var drawn_ = /* @__PURE__ */ new WeakMap();
+function callDiffView(before, after, opts = {}) {
+  const limit = opts.limit ?? 60;
+  const rows = alignCalls(before, after);
+  let derived = drawn_.get(rows);
+  if (!derived) {
+    derived = { sum: summarizeCalls(rows, opts.regionExecutor), shown: foldUnchanged(rows, opts.context ?? 2) };
+    drawn_.set(rows, derived);
+  }
+  const sum = derived.sum;
+  const box = h("div", { class: "tl-calldiff" });
+  box.append(h("div", { class: "tl-cd-summary" }, ...sum.lines.map((l) => h("div", {}, l))));
+  box.append(signatureRow(signatureOf(before.program), signatureOf(after.program)));
+  const table = h(
+    "table",
+    { class: "tl-cd-table" },
+    h("colgroup", {}, h("col", { class: "tl-cd-col" }), h("col", { class: "tl-cd-col" })),
+    h("thead", {}, h("tr", {}, h("th", {}, opts.beforeName ?? "before"), h("th", {}, opts.afterName ?? "after")))
+  );
+  const body = h("tbody");
+  table.append(body);
+  const shown = derived.shown;
+  const rowEl = (r) => {
+    const tr = h("tr", { class: `tl-cd-${r.kind}`, "data-id": r.id }, side(r.a), side(r.b, r.why));
+    if (opts.onSelect) tr.addEventListener("click", () => opts.onSelect(r.id));
+    return tr;
+  };
+  const foldEl = (run) => {
+    const tr = h("tr", { class: "tl-cd-fold" }, h("td", { colspan: 2 }, h("button", { type: "button", class: "tl-cd-unfold" }, `⋯ ${run.length} unchanged calls`)));
+    tr.querySelector("button").addEventListener("click", () => tr.replaceWith(...run.map(rowEl)));
+    return tr;
+  };
+  let drawn = 0;
+  const more = h("button", { type: "button", class: "tl-cd-more" });
+  const drawUpTo = (n) => {
+    const frag = document.createDocumentFragment();
+    for (; drawn < Math.min(n, shown.length); drawn++) {
+      const s = shown[drawn];
+      frag.append("row" in s ? rowEl(s.row) : foldEl(s.fold));
+    }
+    body.append(frag);
+    const left = shown.length - drawn;
+    more.textContent = `show ${Math.min(left, limit)} more rows (${left} left)`;
+    more.style.display = left > 0 ? "" : "none";
+  };
+  more.addEventListener("click", () => drawUpTo(drawn + limit));
+  drawUpTo(limit);
+  if (!rows.length) box.append(h("div", { class: "tl-muted" }, "(no calls)"));
+  else box.append(table, more);
+  return box;
+}
+
+// src/selection.ts
+var SelectionModel = class {
+  constructor() {
+    this._id = null;
+    this._listeners = /* @__PURE__ */ new Set();
+  }
+  /** The selected node's id ("b<stable id>"), or null. */
+  get selected() {
+    return this._id;
+  }
+  /** Select node `id` (null: none); `source` names the view that asked, so it need not react to itself. */
+  selectNode(id, source = "") {
+    if (id === this._id) return;
+    this._id = id;
+    for (const fn of [...this._listeners]) fn(id, source);
+  }
+  /** Call `fn` on every change; returns the function that stops it. */
+  onChange(fn) {
+    this._listeners.add(fn);
+    return () => {
+      this._listeners.delete(fn);
+    };
+  }
+};
+var models = /* @__PURE__ */ new WeakMap();
+function selectionOf(owner) {
+  let m = models.get(owner);
+  if (!m) {
+    m = new SelectionModel();
+    models.set(owner, m);
+  }
+  return m;
+}
+
+// src/stepinfo.ts
+var PARAM = /(^|_)(weight|bias|running_mean|running_var|num_batches_tracked|inv_freq|in_proj_weight|in_proj_bias)(_\d+)?$/;
+function splitInputs(names) {
+  const args = [], params = [];
+  for (const n of names) (PARAM.test(n.name) ? params : args).push(n);
+  return { args, params };
+}
+function bytes(n) {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
+  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
+}
+function verificationWords(v) {
+  if (!v) return { text: "not checked", cls: "tl-muted", title: "" };
+  if (!v.ok) return { text: `✗ ${v.detail || v.structural}`, cls: "tl-fail", title: v.detail || v.structural };
+  if (v.max_error != null) return { text: `✓ numbers match eager (max err ${v.max_error.toExponential(1)})`, cls: "tl-ok", title: "outputs compared with eager PyTorch on the captured inputs" };
+  return { text: "✓ structure only", cls: "tl-ok tl-structural", title: "the program is well formed; numbers were not compared (thunderlab.jit(..., verify=True) compares them)" };
+}
+function noteLines(spec, notes) {
+  const n = notes ?? {};
+  const pass = spec.replace(/^-/, "").split("{")[0].trim();
+  const out = [];
+  if (!Object.keys(n).length) return out;
+  if (pass === "claim") {
+    const by = Object.entries(n.by_executor ?? {}).map(([k, v]) => `${k} ${v}`).join(", ");
+    out.push(`claim handed out the calls: ${by || "none"}`);
+    out.push(`${n.kept_whole ?? 0} calls kept whole, ${n.decomposed ?? 0} decomposed` + (n.decomposed_symbols?.length ? ` (${n.decomposed_symbols.join(", ")})` : ""));
+    const declined = Object.keys(n.declines ?? {}).length;
+    if (declined) out.push(`${declined} calls were declined by at least one executor (see "why not fused" below)`);
+  } else if (pass === "fuse") {
+    const regions = Object.entries(n.regions ?? {});
+    const members = regions.reduce((s, [, r]) => s + (r.members ?? 0), 0);
+    out.push(regions.length ? `fuse made ${regions.length} regions from ${members} calls: ` + regions.slice(0, 8).map(([k, r]) => `${k} (${r.members} calls, ${r.executor})`).join(", ") + (regions.length > 8 ? ", …" : "") : "fuse made no region");
+    const left = Object.keys(n.left_out ?? {}).length;
+    if (left) out.push(`${left} calls left to torch (see "why not fused" below)`);
+  } else if (pass === "remat") {
+    out.push(`remat decided: recompute=${n.recompute ?? "?"} (${n.why ?? "no reason given"})`);
+    if (n.saved_before != null) {
+      out.push(`saved for backward: ${n.saved_before} values (${bytes(n.saved_bytes_before ?? 0)}) → ${n.saved_after} values (${bytes(n.saved_bytes_after ?? 0)}); ${n.recomputed ?? 0} calls recomputed in backward`);
+    }
+  } else if (pass === "autodiff") {
+    if (n.differentiated === false) out.push("autodiff: nothing requires grad, no backward trace");
+    else out.push(`autodiff saved ${(n.saved ?? []).length} values for backward (${bytes(n.saved_bytes ?? 0)})`);
+  } else {
+    for (const [k, v] of Object.entries(n)) {
+      if (k === "traceback") continue;
+      const text = typeof v === "string" ? v : JSON.stringify(v);
+      out.push(`${k}: ${text.length > 200 ? text.slice(0, 199) + "…" : text}`);
+    }
+  }
+  return out;
+}
+function declineRows(p, step) {
+  const by = /* @__PURE__ */ new Map();
+  const last = Math.min(step, p.steps.length - 1);
+  let claim = -1;
+  for (let i = last; i >= 0 && claim < 0; i--) if (p.steps[i].notes?.declines) claim = i;
+  if (claim >= 0) for (const [id, r] of Object.entries(p.steps[claim].notes.declines)) by.set(`b${id}`, r.slice());
+  for (let i = Math.max(0, claim); i <= last; i++) {
+    const n = p.steps[i].notes;
+    if (n?.left_out) {
+      for (const [id, why] of Object.entries(n.left_out)) {
+        const list = by.get(`b${id}`) ?? [];
+        if (!list.some(([, w]) => w === why)) list.push(["fuse", why]);
+        by.set(`b${id}`, list);
+      }
+    }
+  }
+  return [...by].map(([id, reasons]) => ({ id, reasons }));
+}
+function switches(history) {
+  if (!history.length) return [];
+  const t0 = history[0][0];
+  return history.map(([t, v]) => ({ version: v, after_s: t - t0 }));
+}
+function inputsLine(p) {
+  const names = p.input_names;
+  if (!names || !names.length) return h("span", { class: "tl-inputs" }, `inputs: ${p.inputs.join(", ") || "(none)"}`);
+  const { args, params } = splitInputs(names);
+  const line = h("span", { class: "tl-inputs" }, "inputs: ");
+  args.forEach((a, i) => line.append(i ? ", " : "", h("code", { class: "tl-input" }, a.name), ` ${a.type}`));
+  if (params.length) {
+    line.append(h(
+      "details",
+      { class: "tl-params" },
+      h("summary", {}, `${args.length ? "+ " : ""}${params.length} parameters and buffers`),
+      h("div", { class: "tl-param-list" }, ...params.map((x) => h("div", {}, h("code", {}, x.name), ` ${x.type}`)))
+    ));
+  }
+  return line;
+}
+function savedView(saved) {
+  const rows = saved.values.slice().sort((a, b) => b.bytes - a.bytes);
+  return h(
+    "details",
+    { class: "tl-saved" },
+    h("summary", {}, `saved for backward: ${saved.values.length} values, ${bytes(saved.bytes)}`),
+    h(
+      "table",
+      { class: "tl-saved-table" },
+      h("thead", {}, h("tr", {}, h("th", {}, "value"), h("th", {}, "type"), h("th", { class: "tl-num" }, "bytes"))),
+      h("tbody", {}, ...rows.map((v) => h("tr", {}, h("td", {}, h("code", {}, v.name)), h("td", {}, v.type), h("td", { class: "tl-num" }, bytes(v.bytes)))))
+    )
+  );
+}
+function notesView(p, st, labels, onSelect) {
+  const box = h("div", { class: "tl-notes-view" });
+  const v = verificationWords(st.verification);
+  box.append(h(
+    "div",
+    {},
+    h("strong", {}, `step ${st.index}: ${st.spec}`),
+    ` · ${ms(st.seconds)} ms · ${st.symbols_before} → ${st.symbols_after} symbols · `,
+    h("span", { class: v.cls, title: v.title }, v.text)
+  ));
+  const lines = noteLines(st.spec, st.notes);
+  box.append(lines.length ? h("ul", { class: "tl-notes" }, ...lines.map((l) => h("li", {}, l))) : h("div", { class: "tl-muted" }, st.index === 0 ? "the program TorchDynamo captured" : "this pass reported nothing more"));
+  const fw = st.traces?.forward;
+  if (fw?.saved) box.append(savedView(fw.saved));
+  const rows = declineRows(p, st.index);
+  if (rows.length) {
+    const list = h("ul", { class: "tl-whynot" });
+    for (const r of rows.slice(0, 500)) {
+      const name = h("code", { class: "tl-call-link", "data-id": r.id }, labels.get(r.id) ?? r.id);
+      if (onSelect) name.addEventListener("click", () => onSelect(r.id));
+      list.append(h("li", {}, name, h("ul", {}, ...r.reasons.map(([ex, why]) => h("li", {}, h("strong", {}, ex), `: ${why}`)))));
+    }
+    box.append(h(
+      "details",
+      { class: "tl-whynot-box", ...rows.length <= 30 ? { open: "" } : {} },
+      h("summary", {}, `why not fused: ${rows.length} calls declined by an executor`),
+      list,
+      rows.length > 500 ? h("div", { class: "tl-muted" }, `… and ${rows.length - 500} more`) : null
+    ));
+  }
+  return box;
+}
+function stepTimingsView(p, st) {
+  const box = h("div", { class: "tl-step-timings" });
+  const max = Math.max(1e-9, ...p.steps.map((s) => s.seconds));
+  const passes = h("table", { class: "tl-pass-times" }, h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "pass"), h("th", { class: "tl-num" }, "ms"), h("th", {}, ""))));
+  const body = h("tbody");
+  for (const s of p.steps) {
+    body.append(h(
+      "tr",
+      { class: s.index === st.index ? "tl-current" : "" },
+      h("td", { class: "tl-num" }, String(s.index)),
+      h("td", {}, s.spec),
+      h("td", { class: "tl-num" }, ms(s.seconds)),
+      h("td", { class: "tl-bar-cell" }, h("span", { class: "tl-hbar", style: `width:${Math.max(1, Math.round(80 * s.seconds / max))}px` }))
+    ));
+  }
+  passes.append(body);
+  box.append(h("div", { class: "tl-muted" }, `compile time by pass (total ${ms(p.compile_seconds)} ms); this step is marked`), passes);
+  const regions = Object.entries(p.regions);
+  const here = st.traces ? Object.values(st.traces).reduce((n, t) => n + t.stats.regions, 0) : null;
+  if (here === 0 || !regions.length) {
+    const fuse = p.steps.find((s) => /^fuse\b/.test(s.spec));
+    box.append(h("div", { class: "tl-muted" }, regions.length && fuse ? `no fusion region at this step: regions run from step ${fuse.index} (${fuse.spec}) on` : "(no fusion regions)"));
+    return box;
+  }
+  const table = h("table", { class: "tl-region-times" }, h("thead", {}, h("tr", {}, ...["region", "version", "calls", "median ms", "min ms", "switched"].map((t) => h("th", {}, t)))));
+  const tb = h("tbody");
+  let timed = false;
+  for (const [name, r] of regions) {
+    const sw = switches(r.history).slice(1).map((x) => `→ ${x.version} after ${x.after_s.toFixed(2)} s`).join(", ");
+    const versions = Object.entries(r.timings);
+    if (versions.length) timed = true;
+    const rows = versions.length ? versions : [[r.version, null]];
+    for (const [ver, t] of rows) {
+      tb.append(h(
+        "tr",
+        {},
+        h("td", {}, name),
+        h("td", {}, `${r.executor}/${ver}${ver === r.version ? " ●" : ""}`),
+        h("td", { class: "tl-num" }, t ? String(t.count) : "–"),
+        h("td", { class: "tl-num" }, t ? ms(t.median_s) : "–"),
+        h("td", { class: "tl-num" }, t ? ms(t.min_s) : "–"),
+        h("td", {}, sw || (r.error ? `failed: ${r.error}` : "–"))
+      ));
+    }
+  }
+  table.append(tb);
+  box.append(h("div", { class: "tl-muted" }, timed ? "per fusion region (● the version running now); per-kernel times: thunderlab.profile()" : "regions not timed: compile with thunderlab.jit(..., timing=True) to time each region"), table);
+  return box;
+}
+function sourceText(s) {
+  return s.cell != null ? `cell [${s.cell}] line ${s.line}` : `${s.path ?? s.file}:${s.line}`;
+}
+var FIRST_LINES = 150;
+var SLICE_LINES = 1e3;
+function programView(t, opts = {}) {
+  const box = h("div", { class: "tl-program-view" });
+  const byLine = /* @__PURE__ */ new Map();
+  for (const c of t.calls ?? []) if (c.line) byLine.set(c.line, c);
+  const bar = h("div", { class: "tl-source-bar tl-muted" }, t.calls ? "click a call to see where it came from" : "");
+  const pre = h("pre", { class: "tl-program" });
+  const lines = t.program.replace(/\n$/, "").split("\n");
+  const draw = (from, to) => {
+    const frag = document.createDocumentFragment();
+    for (let i = from; i < Math.min(to, lines.length); i++) {
+      const c = byLine.get(i + 1);
+      const el = h("div", { class: c ? "tl-line tl-call-line" : "tl-line", ...c ? { "data-id": c.id } : {} });
+      highlightInto(el, lines[i] || " ");
+      frag.append(el);
+    }
+    pre.append(frag);
+    if (to < lines.length) setTimeout(() => {
+      if (pre.isConnected) draw(to, to + SLICE_LINES);
+    }, 0);
+  };
+  draw(0, FIRST_LINES);
+  const show = (id) => {
+    pre.querySelector(".tl-line-selected")?.classList.remove("tl-line-selected");
+    const c = id ? (t.calls ?? []).find((x) => x.id === id) : void 0;
+    if (!c) {
+      bar.replaceChildren(t.calls ? "click a call to see where it came from" : "");
+      return;
+    }
+    const el = pre.querySelector(`[data-id="${c.id}"]`);
+    el?.classList.add("tl-line-selected");
+    const s = c.source;
+    bar.replaceChildren(
+      h("code", {}, c.op),
+      c.executor ? ` [${c.executor}${c.region ? ` · ${c.region}` : ""}]` : "",
+      s ? " ← " : " (no source line: made by a pass" + (c.origin ? `, ${c.origin}` : "") + ")"
+    );
+    if (s) {
+      const where = opts.openSource ? h("a", { class: "tl-source-link", href: "#", title: "open the source" }, sourceText(s)) : h("span", { class: "tl-source-link" }, sourceText(s));
+      if (opts.openSource) where.addEventListener("click", (e) => {
+        e.preventDefault();
+        opts.openSource(s);
+      });
+      bar.append(where, s.scope ? ` · ${s.scope}` : "", s.code ? h("div", {}, h("code", { class: "tl-source-code" }, s.code)) : "");
+    }
+  };
+  pre.addEventListener("click", (e) => {
+    const el = e.target.closest("[data-id]");
+    if (!el) return;
+    opts.selection?.selectNode(el.dataset.id, "program");
+    if (!opts.selection) show(el.dataset.id);
+  });
+  if (opts.selection) {
+    const stop = opts.selection.onChange((id) => {
+      if (!box.isConnected) {
+        stop();
+        return;
+      }
+      show(id);
+    });
+    if (opts.selection.selected) show(opts.selection.selected);
+  }
+  box.append(bar, pre);
+  return box;
+}
+var KEYWORDS = /* @__PURE__ */ new Set(["def", "return", "import", "from", "as", "del", "None", "True", "False", "if", "else", "for", "in", "lambda", "not", "and", "or"]);
+var TOKEN = /(#.*$)|('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|(\b\d+(?:\.\d+)?(?:e[-+]?\d+)?\b)|([A-Za-z_][A-Za-z0-9_]*)/g;
+function highlightInto(el, line) {
+  let last = 0;
+  TOKEN.lastIndex = 0;
+  for (let m = TOKEN.exec(line); m; m = TOKEN.exec(line)) {
+    const cls = m[1] ? "tl-hl-comment" : m[2] ? "tl-hl-string" : m[3] ? "tl-hl-number" : KEYWORDS.has(m[4]) ? "tl-hl-keyword" : null;
+    if (!cls) continue;
+    if (m.index > last) el.append(line.slice(last, m.index));
+    el.append(h("span", { class: cls }, m[0]));
+    last = m.index + m[0].length;
+  }
+  if (last < line.length) el.append(line.slice(last));
+}
+var STEP_CSS = `
+.thunderlab .tl-inputs code{font-family:var(--jp-code-font-family,ui-monospace,monospace)}
+.thunderlab .tl-params{display:inline-block;margin-left:6px}
+.thunderlab .tl-params summary{cursor:pointer;color:var(--jp-content-link-color,#1a6fc9)}
+.thunderlab .tl-param-list{max-height:160px;overflow:auto;font-size:11px}
+.thunderlab .tl-structural{opacity:.85}
+.thunderlab .tl-notes{margin:4px 0;padding-left:18px}
+.thunderlab .tl-saved summary,.thunderlab .tl-whynot-box summary{cursor:pointer;margin:4px 0}
+.thunderlab .tl-saved-table td,.thunderlab .tl-saved-table th{padding:1px 6px}
+.thunderlab .tl-saved-table{max-height:240px;display:block;overflow:auto}
+.thunderlab .tl-whynot{padding-left:16px}
+.thunderlab .tl-call-link{cursor:pointer}
+.thunderlab .tl-hbar{display:inline-block;height:10px;background:var(--jp-brand-color1,#2f7ed8);border-radius:2px}
+.thunderlab .tl-pass-times .tl-current,.thunderlab .tl-region-times .tl-current{background:var(--jp-layout-color2,#eef)}
+.thunderlab .tl-program .tl-line{white-space:pre;min-height:1.35em}
+.thunderlab .tl-program .tl-call-line{cursor:pointer}
+.thunderlab .tl-program .tl-call-line:hover{background:var(--jp-layout-color2,rgba(0,0,0,.04))}
+.thunderlab .tl-line-selected{background:var(--jp-brand-color3,#dbeaff) !important;outline:1px solid var(--jp-brand-color1,#2f7ed8)}
+.thunderlab .tl-source-bar{min-height:1.4em;margin:4px 0;overflow-wrap:anywhere}
+.thunderlab .tl-source-code{font-family:var(--jp-code-font-family,ui-monospace,monospace)}
+.thunderlab .tl-hl-keyword{color:var(--jp-mirror-editor-keyword-color,#008000);font-weight:bold}
+.thunderlab .tl-hl-string{color:var(--jp-mirror-editor-string-color,#ba2121)}
+.thunderlab .tl-hl-number{color:var(--jp-mirror-editor-number-color,#080)}
+.thunderlab .tl-hl-comment{color:var(--jp-mirror-editor-comment-color,#408080);font-style:italic}
+.thunderlab .tl-calldiff{font-size:12px}
+.thunderlab .tl-cd-summary{margin:4px 0;line-height:1.45}
+.thunderlab .tl-sig summary{cursor:pointer;overflow-wrap:anywhere;font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px}
+.thunderlab .tl-sig-text{white-space:pre-wrap;overflow-wrap:anywhere;font:11px var(--jp-code-font-family,ui-monospace,monospace);max-height:160px;overflow:auto}
+.thunderlab .tl-cd-table{border-collapse:collapse;width:100%;table-layout:fixed;font:11px/1.35 var(--jp-code-font-family,ui-monospace,monospace)}
+.thunderlab .tl-cd-table td,.thunderlab .tl-cd-table th{white-space:pre-wrap;overflow-wrap:anywhere;vertical-align:top;padding:1px 4px;border-bottom:1px solid var(--jp-border-color3,#eee)}
+.thunderlab .tl-cd-why{color:var(--jp-warn-color0,#8a5a00);font-family:var(--jp-ui-font-family,system-ui,sans-serif)}
+.thunderlab .tl-cd-exec{color:var(--jp-ui-font-color2,#666)}
+.thunderlab .tl-cd-removed td:first-child,.thunderlab .tl-cd-changed td:first-child{background:rgba(248,81,73,.16)}
+.thunderlab .tl-cd-added td:nth-child(2),.thunderlab .tl-cd-changed td:nth-child(2){background:rgba(46,160,67,.16)}
+.thunderlab .tl-cd-fold button,.thunderlab .tl-cd-more{border:none;background:none;color:var(--jp-content-link-color,#1a6fc9);cursor:pointer;padding:2px 0;font:inherit}
+`;
+
 // src/graph/layout.ts
 function layers(items, edges, floatSources) {
   const preds = /* @__PURE__ */ new Map(), succs = /* @__PURE__ */ new Map();
@@ -918,7 +1460,12 @@ var CSS = `
 .thunderlab .tl-error:empty,.thunderlab .tl-status:empty{display:none}
 .thunderlab .tl-status{color:#0a5;margin:4px 0}
 .thunderlab .tl-bar{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin:6px 0}
-.thunderlab .tl-pipeline{font-family:ui-monospace,monospace;min-width:320px;flex:1}
+.thunderlab .tl-pipeline{font-family:var(--jp-code-font-family,ui-monospace,monospace);min-width:0;flex:1 1 180px;box-sizing:border-box;max-width:100%}
+.thunderlab .tl-steps-wrap{overflow-x:auto;max-width:100%}
+.thunderlab .tl-meta,.thunderlab h2,.thunderlab .tl-muted{overflow-wrap:anywhere}
+.thunderlab .tl-steps td:nth-child(4){white-space:nowrap}
+.thunderlab .tl-steps td:nth-child(2){overflow-wrap:anywhere;min-width:4em}
+.thunderlab .tl-steps td,.thunderlab .tl-steps th{padding:2px 5px}
 .thunderlab table{border-collapse:collapse}
 .thunderlab td,.thunderlab th{border-bottom:1px solid var(--jp-border-color2,#e4e4e4);padding:2px 8px;text-align:left;vertical-align:top}
 .thunderlab th{background:var(--jp-layout-color2,#f4f4f6)}
@@ -927,7 +1474,7 @@ var CSS = `
 .thunderlab .tl-current{background:var(--jp-brand-color3,#dbeaff) !important;font-weight:600}
 .thunderlab .tl-ok{color:#0a7a2f}.thunderlab .tl-fail{color:#b00020;font-weight:600}
 .thunderlab .tl-num{text-align:right;font-variant-numeric:tabular-nums}
-.thunderlab .tl-tabs{display:flex;gap:2px;margin-top:10px;border-bottom:1px solid var(--jp-border-color1,#ccc)}
+.thunderlab .tl-tabs{display:flex;flex-wrap:wrap;gap:2px;margin-top:10px;border-bottom:1px solid var(--jp-border-color1,#ccc)}
 .thunderlab .tl-tabs button{border:1px solid var(--jp-border-color1,#ccc);border-bottom:none;background:var(--jp-layout-color2,#f4f4f6);color:inherit;padding:3px 10px;cursor:pointer}
 .thunderlab .tl-tabs button.tl-active{background:var(--jp-layout-color0,#fff);font-weight:600}
 .thunderlab pre,.thunderlab .tl-diff{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace;background:var(--jp-layout-color1,#fafafa);border:1px solid var(--jp-border-color2,#e4e4e4);padding:6px;overflow:auto;max-height:560px;margin:4px 0}
@@ -942,11 +1489,8 @@ function header(p, opts) {
     "div",
     { class: "tl-header" },
     h("h2", {}, p.name),
-    h(
-      "div",
-      { class: "tl-meta" },
-      `inputs: ${p.inputs.join(", ") || "(none)"} · pipeline: ${p.pipeline} · total ${ms(p.compile_seconds)} ms · ${p.steps.length} steps`
-    ),
+    h("div", { class: "tl-meta" }, inputsLine(p)),
+    h("div", { class: "tl-meta" }, `pipeline: ${p.pipeline} · total ${ms(p.compile_seconds)} ms · ${p.steps.length} steps`),
     h("div", { class: "tl-status" }, opts.status ?? ""),
     h("div", { class: "tl-error" }, err)
   );
@@ -984,15 +1528,10 @@ function controls(p, cur, opts) {
 }
 function stepTable(p, cur, opts) {
   const body = h("tbody");
+  const anyError = p.steps.some((st) => st.error);
   for (const st of p.steps) {
-    const v = st.verification;
-    const ver = v ? h(
-      "span",
-      { class: v.ok ? "tl-ok" : "tl-fail", title: v.detail },
-      v.ok ? "ok" : "FAIL",
-      v.max_error != null ? ` (${v.max_error.toExponential(2)})` : "",
-      !v.ok && v.detail ? ` ${v.detail}` : ""
-    ) : h("span", { class: "tl-muted" }, "–");
+    const vw = verificationWords(st.verification);
+    const ver = h("span", { class: vw.cls, title: vw.title }, vw.text);
     const row = h(
       "tr",
       { class: st.index === cur ? "tl-step tl-current" : "tl-step", "data-index": st.index },
@@ -1001,17 +1540,18 @@ function stepTable(p, cur, opts) {
       h("td", { class: "tl-num" }, ms(st.seconds)),
       h("td", { class: "tl-num" }, `${st.symbols_before} → ${st.symbols_after}`),
       h("td", {}, ver),
-      h("td", { class: "tl-error" }, st.error ?? "")
+      anyError ? h("td", { class: "tl-error" }, st.error ?? "") : null
     );
     row.addEventListener("click", () => opts.onSelect?.(st.index));
     body.append(row);
   }
-  return h(
+  const heads = ["#", "pass", "ms", "symbols", "verified", ...anyError ? ["error"] : []];
+  return h("div", { class: "tl-steps-wrap" }, h(
     "table",
     { class: "tl-steps" },
-    h("thead", {}, h("tr", {}, ...["#", "pass", "ms", "symbols", "verified", "error"].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ...heads.map((t) => h("th", {}, t)))),
     body
-  );
+  ));
 }
 function diffView(diff) {
   const box = h("div", { class: "tl-diff" });
@@ -1024,38 +1564,6 @@ function diffView(diff) {
     box.append(h("div", { class: k === "meta" ? "tl-meta-line" : `tl-${k}` }, line || " "));
   }
   return box;
-}
-function timingsView(p) {
-  const names = Object.keys(p.regions);
-  if (!names.length) return h("div", { class: "tl-muted" }, "(no fusion regions)");
-  const body = h("tbody");
-  for (const name of names) {
-    const r = p.regions[name];
-    const versions = Object.entries(r.timings);
-    const rows = versions.length ? versions : [[r.version, null]];
-    for (const [ver, t] of rows) {
-      body.append(h(
-        "tr",
-        {},
-        h("td", {}, name),
-        h("td", {}, r.executor),
-        h("td", {}, ver + (ver === r.version ? " (current)" : "")),
-        h("td", { class: "tl-num" }, t ? String(t.count) : "–"),
-        h("td", { class: "tl-num" }, t ? ms(t.median_s) : "–"),
-        h("td", { class: "tl-num" }, t ? ms(t.min_s) : "–"),
-        h("td", { class: "tl-error" }, r.error ?? "")
-      ));
-    }
-    if (r.code != null) {
-      body.append(h("tr", {}, h("td", { colspan: 7 }, h("details", {}, h("summary", {}, `${name} code`), h("pre", {}, r.code)))));
-    }
-  }
-  return h(
-    "table",
-    { class: "tl-timings" },
-    h("thead", {}, h("tr", {}, ...["region", "executor", "version", "count", "median ms", "min ms", "error"].map((t) => h("th", {}, t)))),
-    body
-  );
 }
 function declinesAt(p, step) {
   for (let i = Math.min(step, p.steps.length - 1); i >= 0; i--) {
@@ -1074,7 +1582,7 @@ function tabs(labels, active, onPick) {
   return bar;
 }
 var viewState = /* @__PURE__ */ new WeakMap();
-var PANES = ["Program", "Diff", "Graph", "Timings"];
+var PANES = ["Program", "Diff", "Graph", "What it did", "Timings"];
 function stepDetail(root, p, st) {
   const box = h("div", { class: "tl-detail" });
   const state = viewState.get(root) ?? { pane: "Program" };
@@ -1094,7 +1602,13 @@ function stepDetail(root, p, st) {
       paint();
     }));
     if (state.pane === "Timings") {
-      box.append(timingsView(p));
+      box.append(stepTimingsView(p, st));
+      return;
+    }
+    const labels = () => new Map((traces?.[trace]?.graph.nodes ?? []).map((n) => [n.id, n.label]));
+    const select = (id) => selectionOf(root).selectNode(id, "notes");
+    if (state.pane === "What it did") {
+      box.append(notesView(p, st, labels(), select));
       return;
     }
     if (!traces) {
@@ -1111,8 +1625,8 @@ function stepDetail(root, p, st) {
       { class: "tl-muted" },
       `${trace}: ${t.stats.symbols} symbols, ${t.stats.regions} regions · ` + Object.entries(t.stats.executors).map(([k, v]) => `${k} ${v}`).join(", ")
     ));
-    if (state.pane === "Program") box.append(h("pre", { class: "tl-program" }, t.program));
-    else if (state.pane === "Diff") box.append(diffView(t.diff));
+    if (state.pane === "Program") box.append(programView(t, { selection: selectionOf(root) }));
+    else if (state.pane === "Diff") box.append(stepDiff(root, p, st, trace, state, paint));
     else {
       const graphs = Object.fromEntries(Object.entries(traces).map(([k, v]) => [k, v.graph]));
       const focus = state.focus;
@@ -1133,12 +1647,39 @@ function stepDetail(root, p, st) {
   paint();
   return box;
 }
+function stepDiff(root, p, st, trace, state, repaint) {
+  const prev = [...p.steps].reverse().find((x) => x.index < st.index && x.traces)?.index;
+  const other = state.against !== void 0 && state.against !== st.index && p.steps[state.against]?.traces ? state.against : prev;
+  const sel = h("select", { class: "tl-diff-against", "aria-label": "compare with step" });
+  for (const x of p.steps) if (x.index !== st.index && x.traces) sel.append(h("option", { value: x.index }, `vs step ${x.index}: ${x.spec}${x.index === prev ? " (previous)" : ""}`));
+  const box = h("div", { class: "tl-diff-pane" }, sel);
+  const a = other === void 0 ? void 0 : p.steps[other].traces?.[trace], b = st.traces?.[trace];
+  if (other === void 0 || !b) {
+    box.append(h("div", { class: "tl-muted" }, "(nothing to compare with: this is the first step)"));
+    return box;
+  }
+  sel.value = String(other);
+  sel.addEventListener("change", () => {
+    state.against = Number(sel.value);
+    repaint();
+  });
+  if (!a) box.append(h("div", { class: "tl-muted" }, `step ${other} has no ${trace} trace: every call is new`));
+  if (b.calls && (!a || a.calls)) {
+    box.append(callDiffView(a ?? { program: "", calls: [] }, b, {
+      beforeName: `step ${other}: ${p.steps[other].spec}`,
+      afterName: `step ${st.index}: ${st.spec}`,
+      onSelect: (id) => selectionOf(root).selectNode(id, "diff"),
+      regionExecutor: (r) => p.regions[r]?.executor ?? null
+    }));
+  } else box.append(diffView(other === prev ? b.diff : null));
+  return box;
+}
 function renderRecord(root, payload, opts = {}) {
   const n = payload.steps.length;
   const cur = Math.max(0, Math.min(n - 1, opts.current ?? n - 1));
   root.classList.add("thunderlab");
   root.setAttribute("data-step", String(cur));
-  const style = h("style", {}, CSS);
+  const style = h("style", {}, CSS + STEP_CSS);
   const parts = [style, header(payload, opts), controls(payload, cur, opts), stepTable(payload, cur, opts)];
   if (n) parts.push(stepDetail(root, payload, payload.steps[cur]));
   root.replaceChildren(...parts);

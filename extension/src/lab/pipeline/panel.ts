@@ -3,6 +3,7 @@
 import { Clipboard } from "@jupyterlab/apputils";
 import { PanelWithToolbar, ToolbarButton, copyIcon, runIcon, undoIcon } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
+import { verificationWords } from "../../stepinfo";
 import { h, ms, type Step } from "../../views";
 import type { PassInfo } from "../protocol";
 import type { IThunderlabSidebar } from "../tokens";
@@ -61,9 +62,8 @@ class PipelineBody extends Widget {
     const v = st?.verification;
     const mark = !st ? h("span", { class: "tl-muted" }, "not run")
       : st.error ? h("span", { class: "tl-fail", title: st.error }, "✗ failed")
-      : v ? h("span", { class: v.ok ? "tl-ok" : "tl-fail", title: v.detail || v.structural },
-        // say whether numbers were compared with eager PyTorch, or only the program's form was checked
-        v.ok ? (v.max_error != null ? `✓ matches eager (max err ${v.max_error.toExponential(1)})` : "✓ well-formed") : "✗ wrong") : h("span", { class: "tl-muted" }, "");
+      // the same words as the report and widget: numbers compared with eager PyTorch, or structure only
+      : v ? (({ text, cls, title }) => h("span", { class: cls, title }, text))(verificationWords(v)) : h("span", { class: "tl-muted" }, "");
     const stats = st ? h("span", { class: "tl-pass-stats" }, `${ms(st.seconds)} ms · ${st.symbols_before} → ${st.symbols_after} symbols · `, mark) : h("span", { class: "tl-pass-stats" }, mark);
     const li = h("li", { class: `tl-pass${current ? " tl-selected" : ""}`, "data-pass": i, ...(k !== null ? { "data-step": k } : {}) },
       h("div", { class: "tl-pass-head" }, name, h("span", { class: "tl-pass-tools" }, ...tools)),

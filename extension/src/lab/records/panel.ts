@@ -9,7 +9,7 @@ function age(created: number): string {
   return s < 60 ? `${Math.round(s)} s ago` : s < 3600 ? `${Math.round(s / 60)} min ago` : `${Math.round(s / 3600)} h ago`;
 }
 
-class RecordsBody extends Widget {
+export class RecordsBody extends Widget {
   constructor(private tl: IThunderlabSidebar) {
     super();
     this.addClass("tl-records");
@@ -59,14 +59,14 @@ export function recordsPanel(tl: IThunderlabSidebar): PanelWithToolbar {
   panel.title.label = "Records";
   panel.addClass("tl-panel");
   // each notebook's sidebar comes back as it was left: the record it showed (and, in StepModel, the step)
-  const shown = new Map<string, number>();
-  tl.records.selectedChanged.connect((_, r) => { const path = tl.link.session?.path; if (path && r !== null) shown.set(path, r); });
+  tl.records.selectedChanged.connect((_, r) => { if (r !== null) tl.memory.set(tl.link.session?.path, { record: r }); });
   const reload = async () => {
     if (!tl.link.ready) return;
     try {
       const r = await tl.link.request("records.list", { limit: 500 });
       tl.records.reset(r.records);
-      const before = shown.get(tl.link.session?.path ?? "");
+      await tl.memory.ready;
+      const before = tl.memory.get(tl.link.session?.path).record;
       if (tl.records.selected === null && before !== undefined && tl.records.row(before)) tl.records.select(before);
       else if (tl.records.selected === null && r.records.length) tl.records.select(r.records[0].record);
       else if (tl.records.selected !== null && tl.step.payload === null) void tl.step.open(tl.records.selected);
@@ -78,7 +78,6 @@ export function recordsPanel(tl: IThunderlabSidebar): PanelWithToolbar {
   tl.link.connected.connect(() => void reload());
   tl.link.stateChanged.connect((_, state) => {
     if (state === "restarting" || state === "dead") {  // a new kernel numbers its records afresh
-      shown.delete(tl.link.session?.path ?? "");
       tl.step.forget();
     }
     if (state === "restarting" || state === "connecting" || state === "no-kernel") { tl.records.reset([]); tl.records.select(null); }

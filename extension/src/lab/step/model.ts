@@ -3,6 +3,7 @@
 import { Signal, type ISignal } from "@lumino/signaling";
 import type { Payload, Trace } from "../../views";
 import type { KernelLink } from "../link";
+import type { SidebarMemory } from "../memory";
 
 /** For each call the claim pass looked at: the executors that declined it and why (from the latest claim step up to `step`). */
 export function declines(p: Payload, step: number): { id: string; reasons: [string, string][] }[] {
@@ -22,10 +23,10 @@ export class StepModel {
   private _trace = "forward";
   private _traces = new Map<number, Traces>();
   private _error = "";
-  private _memory = new Map<string, number>();  // "notebook path#record" -> the step last shown there
   private _changed = new Signal<this, void>(this);
 
-  constructor(readonly link: KernelLink) {}
+  /** `memory` keeps, per notebook, the record and step shown (JupyterLab's state database). */
+  constructor(readonly link: KernelLink, readonly memory: SidebarMemory | null = null) {}
 
   get changed(): ISignal<this, void> { return this._changed; }
   get record(): number | null { return this._record; }
@@ -48,7 +49,9 @@ export class StepModel {
       if (this._record !== record) return;
       this._payload = r.payload;
       const ok = r.payload.steps.filter((s) => !s.error).map((s) => s.index);
-      await this.select(this._memory.get(this._key()) ?? (ok.length ? ok[ok.length - 1] : 0));
+      const kept = this.memory?.get(this._path());
+      if (kept?.trace) this._trace = kept.trace;
+      await this.select(kept?.record === record && kept.step !== undefined ? kept.step : ok.length ? ok[ok.length - 1] : 0);
     } catch (e) { this._fail(e); }
   }
 
@@ -57,14 +60,14 @@ export class StepModel {
     const p = this._payload;
     if (!p) return;
     this._step = Math.max(0, Math.min(p.steps.length - 1, i));
-    this._memory.set(this._key(), this._step);
+    this.memory?.set(this._path(), { record: this._record ?? undefined, step: this._step });
     this._changed.emit();
     await this.load(this._step);
   }
 
   move(delta: number): Promise<void> { return this.select(this._step + delta); }
 
-  setTrace(name: string): void { this._trace = name; this._changed.emit(); }
+  setTrace(name: string): void { this._trace = name; this.memory?.set(this._path(), { trace: name }); this._changed.emit(); }
 
   /** Repaint the views (after a settings change). */
   refresh(): void { this._changed.emit(); }
@@ -83,12 +86,9 @@ export class StepModel {
   }
 
   /** Forget the steps remembered for the followed notebook (its kernel restarted). */
-  forget(): void {
-    const prefix = `${this.link.session?.path ?? ""}#`;
-    for (const k of [...this._memory.keys()]) if (k.startsWith(prefix)) this._memory.delete(k);
-  }
+  forget(): void { this.memory?.forget(this._path()); }
 
-  private _key(): string { return `${this.link.session?.path ?? ""}#${this._record}`; }
+  private _path(): string | undefined { return this.link.session?.path; }
 
   private _fail(e: unknown): void { this._error = e instanceof Error ? e.message : String(e); this._changed.emit(); }
 }

@@ -3,11 +3,12 @@
 import { CodeEditor, type IEditorServices } from "@jupyterlab/codeeditor";
 import { PanelWithToolbar } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
+import { callDiffView, type Call } from "../../calldiff";
+import { notesView, stepTimingsView } from "../../stepinfo";
 import { alignLines, declinesAt, graphView, h, type Payload } from "../../views";
 import type { IThunderlabSidebar } from "../tokens";
-import { declines } from "./model";
 
-const VIEWS = ["Program", "Diff", "Graph", "Why not fused"] as const;
+const VIEWS = ["Program", "Diff", "Graph", "What it did", "Timings"] as const;
 type View = (typeof VIEWS)[number];
 
 class StepBody extends Widget {
@@ -18,12 +19,52 @@ class StepBody extends Widget {
   private model = new CodeEditor.Model();
   private host = h("div", { class: "tl-editor" });
 
+  private calls: Call[] = [];  // the shown program's calls, for its line <-> call links
+  private sourceBar = h("div", { class: "tl-source-bar tl-muted" });
+
   constructor(private tl: IThunderlabSidebar, private editors: IEditorServices) {
     super();
     this.addClass("tl-step-view");
     this.model.mimeType = "text/x-python";
     tl.step.changed.connect(this.paint, this);
+    // a click on a program line selects its call; a call selected elsewhere (graph, diff) moves the cursor to it
+    this.host.addEventListener("mouseup", () => setTimeout(() => this._fromCursor()));
+    this.host.addEventListener("keyup", () => this._fromCursor());
+    tl.selection.onChange((id, from) => { if (from !== "program") this._toCall(id); this._showSource(id); });
     this.paint();
+  }
+
+  private _fromCursor(): void {
+    const line = this.editor?.getCursorPosition().line;
+    if (line === undefined) return;
+    const c = this.calls.find((x) => x.line === line + 1);
+    if (c) this.tl.selection.selectNode(c.id, "program");
+  }
+
+  private _toCall(id: string | null): void {
+    const c = id ? this.calls.find((x) => x.id === id) : undefined;
+    if (!c?.line || !this.editor) return;
+    const at = { line: c.line - 1, column: 0 };
+    this.editor.setCursorPosition(at);
+    this.editor.revealPosition(at);
+  }
+
+  private _showSource(id: string | null): void {
+    const c = id ? this.calls.find((x) => x.id === id) : undefined;
+    const bar = this.sourceBar;
+    if (!c) { bar.replaceChildren(this.calls.length ? "click a call to see the line of your code it came from" : ""); return; }
+    const s = c.source;
+    bar.replaceChildren(h("code", {}, c.op), c.executor ? ` [${c.executor}${c.region ? ` · ${c.region}` : ""}]` : "",
+      s ? " ← " : ` (no source line: made by ${c.origin ?? "a pass"})`);
+    if (!s) return;
+    const where = s.cell != null ? `cell [${s.cell}], line ${s.line}` : `${s.path ?? s.file}:${s.line}`;
+    const a = h("a", { class: "tl-source-link", href: "#", title: "open this line" }, where);
+    a.addEventListener("click", async (e) => {
+      e.preventDefault();
+      const problem = await this.tl.openSource(s);
+      if (problem) bar.append(h("div", { class: "tl-error" }, problem));
+    });
+    bar.append(a, s.scope ? ` · ${s.scope}` : "", s.code ? h("div", {}, h("code", { class: "tl-source-code" }, s.code)) : "");
   }
 
   private _editor(): HTMLElement {
@@ -34,8 +75,15 @@ class StepBody extends Widget {
     return this.host;
   }
 
+  private shownRecord: number | null = null;
+
   paint(): void {
     const s = this.tl.step, p = s.payload;
+    if (p && s.record !== this.shownRecord) {  // another record or notebook: its view as it was left
+      this.shownRecord = s.record;
+      const kept = this.tl.memory.get(this.tl.link.session?.path).view as View | undefined;
+      if (kept && VIEWS.includes(kept)) this.view = kept;
+    }
     if (s.error) { this.node.replaceChildren(h("div", { class: "tl-error" }, s.error)); return; }
     if (!p) { this.node.replaceChildren(h("div", { class: "tl-empty" }, s.record === null ? "Choose a record above." : "loading…")); return; }
     const st = p.steps[s.step];
@@ -54,7 +102,7 @@ class StepBody extends Widget {
     tabs.append(h("span", { class: "tl-tab-gap" }));
     for (const v of VIEWS) {
       const b = h("button", { type: "button", class: v === this.view ? "tl-active" : "", "data-view": v }, v);
-      b.addEventListener("click", () => { this.view = v; this.paint(); });
+      b.addEventListener("click", () => { this.view = v; this.tl.memory.set(this.tl.link.session?.path, { view: v }); this.paint(); });
       tabs.append(b);
     }
     const parts: (HTMLElement | null)[] = [head, st.error ? h("div", { class: "tl-error" }, st.error) : null, tabs];
@@ -65,7 +113,9 @@ class StepBody extends Widget {
       parts.push(h("div", { class: "tl-muted tl-stats" }, `${trace}: ${t.stats.symbols} symbols, ${t.stats.regions} fusion regions · ` +
         Object.entries(t.stats.executors).map(([k, v]) => `${k} ${v}`).join(", ")));
       if (this.model.sharedModel.getSource() !== t.program) this.model.sharedModel.setSource(t.program);
-      parts.push(this._editor());
+      this.calls = t.calls ?? [];
+      this._showSource(this.tl.selection.selected);
+      parts.push(this.sourceBar, this._editor());
     } else if (this.view === "Diff") parts.push(this._diff(p, st.index, trace!));
     else if (this.view === "Graph") {
       const graphs = Object.fromEntries(Object.entries(traces!).map(([k, v]) => [k, v.graph]));
@@ -74,7 +124,11 @@ class StepBody extends Widget {
       parts.push(graphView(t.graph, t.changes, { ...this.tl.settings, trace, traces: graphs, focus,
         declines: declinesAt(p, st.index), onJump: (tr, id) => { this.focus = id; s.setTrace(tr); } }));
     }
-    else parts.push(this._whyNot(p, st.index, t.graph.nodes));
+    else if (this.view === "Timings") parts.push(stepTimingsView(p, st));
+    else {
+      const labels = new Map(t.graph.nodes.map((n) => [n.id, n.label]));
+      parts.push(notesView(p, { ...st, traces: traces ?? null }, labels, (id) => this.tl.selection.selectNode(id, "notes")));
+    }
     this.node.replaceChildren(...parts.filter((x): x is HTMLElement => !!x));
   }
 
@@ -90,7 +144,14 @@ class StepBody extends Widget {
     const a = s.traces(other);
     if (a === undefined) { void s.load(other); box.append(h("div", { class: "tl-muted" }, "loading…")); }
     else {
-      const before = a?.[trace]?.program ?? "", after = s.traces()?.[trace]?.program ?? "";
+      const ta = a?.[trace], tb = s.traces()?.[trace];
+      if (tb?.calls && (!ta || ta.calls)) {
+        box.append(callDiffView(ta ?? { program: "", calls: [] }, tb, { beforeName: `step ${other}: ${p.steps[other].spec}`,
+          afterName: `step ${step}: ${p.steps[step].spec}`, onSelect: (id) => this.tl.selection.selectNode(id, "diff"),
+          regionExecutor: (r) => p.regions[r]?.executor ?? null }));
+        return h("div", { class: "tl-diff-view" }, sel, box);
+      }
+      const before = ta?.program ?? "", after = tb?.program ?? "";
       const rows = alignLines(before.split("\n"), after.split("\n"));
       const changed = rows.filter((r) => r.kind !== "same").length;
       box.append(h("div", { class: "tl-muted" }, changed ? `${changed} lines differ` : "the programs print the same" +
@@ -103,18 +164,6 @@ class StepBody extends Widget {
       box.append(table);
     }
     return h("div", { class: "tl-diff-view" }, sel, box);
-  }
-
-  private _whyNot(p: Payload, step: number, nodes: { id: string; label: string }[]): HTMLElement {
-    const label = new Map(nodes.map((n) => [n.id, n.label]));
-    const rows = declines(p, step);
-    if (!rows.length) return h("div", { class: "tl-muted" }, "No executor declined a call up to this step (or claim has not run yet).");
-    const list = h("ul", { class: "tl-whynot" });
-    for (const r of rows) {
-      list.append(h("li", {}, h("code", {}, label.get(r.id) ?? r.id),
-        h("ul", {}, ...r.reasons.map(([ex, why]) => h("li", {}, h("strong", {}, ex), `: ${why}`)))));
-    }
-    return list;
   }
 }
 

@@ -60,7 +60,7 @@ class TimingsBody extends Widget {
           h("td", { class: "tl-num" }, String(r.count)), h("td", { class: "tl-num" }, r.median_ms.toFixed(3)), h("td", { class: "tl-num" }, r.min_ms.toFixed(3))));
       }
       table.append(body);
-      parts.push(table, h("div", { class: "tl-muted" }, "median time per region (● the version running now)"));
+      parts.push(table, h("div", { class: "tl-muted" }, "median time per region and version (executor/version; ● running now: a region runs its torch version until its fused kernel is compiled)"));
       parts.push(bars(rows) as unknown as HTMLElement);
     }
     parts.push(this._compare());
