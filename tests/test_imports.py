@@ -120,7 +120,6 @@ def test_no_import_cycle_outside_ops():
 # The torch-level op modules (torch_ops, torch_shape_ops, torch_nn_ops, the vjp tables) still import
 # each other by star import; untangling them is the op-declaration change. When that lands this
 # test passes, and strict xfail turns the pass into a failure: delete the marker then.
-@pytest.mark.xfail(strict=True, reason="ops/ star-import cycle: removed by the op-declaration change")
 def test_no_import_cycle_in_ops():
     groups = cycles(only=_in_ops)
     assert not groups, "import cycles among thunderlab's modules:\n" + _describe(groups)
@@ -137,7 +136,6 @@ def test_no_private_name_imported_from_another_module():
 
 
 # the op modules share helpers (_convert, _is_t, _new, ...) by their private names; see the cycle above
-@pytest.mark.xfail(strict=True, reason="ops/ helpers shared by private name: renamed by the op-declaration change")
 def test_no_private_name_imported_within_ops():
     bad = private_imports(_in_ops)
     assert not bad, "private names crossing modules (give them a public name in one module):\n" + "\n".join(bad)

@@ -28,6 +28,8 @@ __all__ = ["TORCH_SYMBOLS", "LTORCH", "DuplicateOp", "torchsymbol", "opaque_symb
 TORCH_SYMBOLS: dict[str, tuple[Symbol, tuple, tuple]] = {}
 # name -> symbol, for every torch-level symbol (backward kernels and forward variants included)
 LTORCH: dict[str, Symbol] = {}
+# torch functions called as they are (``mapping.opaque_symbol``), by the function (or its key): one symbol each
+OPAQUE: dict[object, Symbol] = {}
 
 
 class DuplicateOp(ValueError):

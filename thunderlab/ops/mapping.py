@@ -17,7 +17,7 @@ from thunderlab.core.symbols import Symbol, Tag
 
 from .prims import torch_meta
 from . import torch_ops  # noqa: F401  (every op declared before the tables below are built)
-from .declare import TORCH_SYMBOLS, on_declare
+from .declare import OPAQUE, TORCH_SYMBOLS, on_declare
 
 FUNCTIONS: dict[Callable, Symbol] = {}
 METHODS: dict[str, Symbol] = {}
@@ -106,7 +106,6 @@ def functional_for(name: str) -> Symbol | None:
     return METHODS.get(name)
 
 
-OPAQUE: dict[object, Symbol] = {}
 
 
 def _qualname(fn) -> str | None:

@@ -25,7 +25,7 @@ from .common import expand_reduced as _bcast
 from .common import is_tensor as _is_t
 from .common import matrix_transpose as _mT
 from .common import scatter_back, sum_to
-from .declare import LTORCH, backward_symbol
+from .declare import LTORCH, OPAQUE, backward_symbol
 from .prims import new_proxy
 from .rules import VJP
 
@@ -541,14 +541,12 @@ def _(b, g):
 
 # -- the fallback: ask PyTorch's autograd ------------------------------------------------------
 def _resolve(qualname: str):
-    from . import mapping
-
     root, _, rest = qualname.partition(".")
     if root == "ltorch":
         return LTORCH[rest].impl
     obj = {"prims": prims, "torch": torch}.get(root)
     if obj is None:
-        for sym in mapping.OPAQUE.values():
+        for sym in OPAQUE.values():
             if sym.qualname == qualname:
                 return sym.impl
         raise KeyError(f"cannot find {qualname!r} to differentiate it")

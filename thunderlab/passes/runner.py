@@ -245,7 +245,7 @@ def verify(program: Program, inputs=None, reference=None, checked: dict | None =
         ok, err_in, why = compare(fresh[:len(ref_in)], ref_in, what="input (after the call)")
         err = max(err, err_in)
         if ok:  # which outputs are views of an input or of each other, as the runtime returns them
-            from thunderlab.runtime.aliases import alias_change, alias_relations, remake_input_views
+            from thunderlab.core.aliases import alias_change, alias_relations, remake_input_views
 
             views = program.forward.meta.get("input_views") if views is None else views
             if views:

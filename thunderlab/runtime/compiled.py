@@ -17,7 +17,7 @@ from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import eager_reference, verify
 
-from .aliases import overlap_with, with_input_views, with_recorded_writes
+from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from .autograd import training_callable
 
 
