@@ -148,6 +148,97 @@ def _(b, g):
     return [(a, ga), (weight, gw), (bias, gb)]
 
 
+# -- group norm -------------------------------------------------------------------------------
+# Differentiated through its decomposition, a group norm's backward was some twenty small kernels
+# (BiT has one per block); kept whole, its forward is eager's kernel returning the per-group
+# statistics and its backward the one kernel eager autograd calls with them.
+_GN = ("a", "num_groups", "weight", "bias", "eps")
+
+
+def _gn_params(b):
+    p = dict(zip(_GN, b.args))
+    p.update({k: v for k, v in b.kwargs.items() if k in _GN})
+    p.setdefault("weight", None), p.setdefault("bias", None), p.setdefault("eps", 1e-5)
+    a, groups = p["a"], p["num_groups"]
+    same = all(t is None or (_is_t(t) and t.dtype == a.dtype) for t in (p["weight"], p["bias"]))
+    if (a.ndim < 2 or a.dtype not in (torch.float32, torch.float64) or not same or not isinstance(groups, int)
+            or groups <= 0 or a.shape[1] % groups):
+        return None  # other dtypes and the cases eager refuses go through the decomposition
+    return p
+
+
+def _gn_sizes(a):
+    hw = 1
+    for s in a.shape[2:]:
+        hw *= s
+    return a.shape[0], a.shape[1], hw
+
+
+def _native_group_norm(a, weight, bias, num_groups, eps):
+    n, c, hw = _gn_sizes(a)
+    return tuple(aten.native_group_norm(a, weight, bias, n, c, hw, num_groups, eps))
+
+
+def _native_group_norm_meta(a, weight, bias, num_groups, eps):
+    stats = (a.shape[0], num_groups)
+    return _like(a, a, weight, bias), _new(stats, a.dtype, a.device, [a]), _new(stats, a.dtype, a.device, [a])
+
+
+def _group_norm_backward_saved(g, a, mean, rstd, weight, has_bias, num_groups):
+    n, c, hw = _gn_sizes(a)
+    mask = [True, weight is not None, has_bias]
+    return tuple(aten.native_group_norm_backward(g, a, mean, rstd, weight, n, c, hw, num_groups, mask))
+
+
+def _group_norm_backward_saved_meta(g, a, mean, rstd, weight, has_bias, num_groups):
+    gb = _new((a.shape[1],), g.dtype, g.device, [g]) if has_bias else None
+    return _like(a, g), _like(weight, g), gb
+
+
+def _group_norm_backward(g, a, weight, has_bias, num_groups, eps):
+    # the statistics again (where the forward ran the plain call, which keeps none)
+    _, mean, rstd = _native_group_norm(a, None, None, num_groups, eps)
+    return _group_norm_backward_saved(g, a, mean, rstd, weight, has_bias, num_groups)
+
+
+def _group_norm_backward_meta(g, a, weight, has_bias, num_groups, eps):
+    return _group_norm_backward_saved_meta(g, a, None, None, weight, has_bias, num_groups)
+
+
+group_norm_backward = backward_symbol("group_norm_backward", _group_norm_backward, _group_norm_backward_meta)
+native_group_norm = backward_symbol("native_group_norm", _native_group_norm, _native_group_norm_meta)
+group_norm_backward_saved = backward_symbol("group_norm_backward_saved", _group_norm_backward_saved,
+                                            _group_norm_backward_saved_meta)
+
+
+@residuals("ltorch.group_norm")
+def _(b):
+    p = _gn_params(b)
+    if p is None:
+        return NotImplemented
+    return native_group_norm(p["a"], p["weight"], p["bias"], p["num_groups"], p["eps"])
+
+
+@vjp("ltorch.group_norm")
+def _(b, g):
+    p = _gn_params(b)
+    if p is None:
+        return NotImplemented
+    ga, gw, gb = group_norm_backward(g, p["a"], p["weight"], _is_t(p["bias"]), p["num_groups"], p["eps"])
+    return [(p["a"], ga), (p["weight"], gw), (p["bias"], gb)]
+
+
+@vjp("ltorch.native_group_norm")
+def _(b, g):
+    g_out, g_mean, g_rstd = g
+    if g_mean is not None or g_rstd is not None:
+        return NotImplemented  # the statistics are used as values
+    a, weight, bias, num_groups, _eps = b.args
+    _, mean, rstd = b.output
+    ga, gw, gb = group_norm_backward_saved(g_out, a, mean, rstd, weight, _is_t(bias), num_groups)
+    return [(a, ga), (weight, gw), (bias, gb)]
+
+
 # -- pooling ----------------------------------------------------------------------------------
 def _pool_params(b, names, defaults) -> list:
     p = dict(zip(names, defaults))
