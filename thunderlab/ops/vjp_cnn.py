@@ -175,19 +175,21 @@ def _gn_sizes(a):
 
 
 def _native_group_norm(a, weight, bias, num_groups, eps):
-    n, c, hw = _gn_sizes(a)
-    return tuple(aten.native_group_norm(a, weight, bias, n, c, hw, num_groups, eps))
+    n, c, hw = _gn_sizes(a)  # the kernels read contiguous memory (eager's group_norm makes it so)
+    return tuple(aten.native_group_norm(a.contiguous(), weight, bias, n, c, hw, num_groups, eps))
 
 
 def _native_group_norm_meta(a, weight, bias, num_groups, eps):
     stats = (a.shape[0], num_groups)
-    return _like(a, a, weight, bias), _new(stats, a.dtype, a.device, [a]), _new(stats, a.dtype, a.device, [a])
+    inputs = [t for t in (a, weight, bias) if t is not None]
+    return _like(a, *inputs), _new(stats, a.dtype, a.device, [a]), _new(stats, a.dtype, a.device, [a])
 
 
 def _group_norm_backward_saved(g, a, mean, rstd, weight, has_bias, num_groups):
     n, c, hw = _gn_sizes(a)
     mask = [True, weight is not None, has_bias]
-    return tuple(aten.native_group_norm_backward(g, a, mean, rstd, weight, n, c, hw, num_groups, mask))
+    return tuple(aten.native_group_norm_backward(g.contiguous(), a.contiguous(), mean, rstd, weight, n, c, hw,
+                                                 num_groups, mask))
 
 
 def _group_norm_backward_saved_meta(g, a, mean, rstd, weight, has_bias, num_groups):
