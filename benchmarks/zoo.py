@@ -13,6 +13,10 @@ Writes --out (default benchmarks/results/zoo.json), rewritten after every case s
 
 Run:  .venv/bin/python benchmarks/zoo.py [--models bert,llama] [--attn all|default] [--modes jit,compile,train,shapes]
       [--rounds 15] [--compile-models resnet,bert] [--clock wall|cpu] [--out PATH]
+      .venv/bin/python benchmarks/zoo.py --merge A.json B.json ... [--out PATH]
+        one table from several runs (the whole zoo split across processes, timings taken apart from the
+        correctness run): a case's modes and timings come from the last file that has them, and each
+        file's meta is kept under meta.runs.
 """
 from __future__ import annotations
 
@@ -104,6 +108,23 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
+def merge(paths: list[str]) -> dict:
+    """The rows of several zoo.json files, case by case (see the module's docstring)."""
+    rows: dict[str, dict] = {}
+    runs = []
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        runs.append({"file": Path(path).name, **data["meta"]})
+        for r in data["rows"]:
+            row = rows.setdefault(r["case"], {k: r[k] for k in ("case", "model", "attn", "family")} | {"modes": {}})
+            row["modes"].update(r["modes"])
+            row.update({k: r[k] for k in ("inference", "train") if k in r})
+    order = {(e.name, a): i for i, (e, a) in enumerate((e, a) for e in ZOO for a in attn_implementations(e))}
+    merged = sorted(rows.values(), key=lambda r: order.get((r["model"], r["attn"]), len(order)))
+    meta = {"merged": True, "date": max(r["date"] for r in runs), "runs": runs}
+    return {"meta": meta, "summary": summary(merged), "rows": merged}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="", help="comma-separated zoo names (default: all)")
@@ -117,7 +138,16 @@ def main():
                     help="cpu: one thread, each step timed by the CPU time it used (time.thread_time), which "
                          "other processes on a loaded machine do not inflate as they do wall time")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "zoo.json"))
+    ap.add_argument("--merge", nargs="+", metavar="JSON", help="write one table from these runs' files; runs nothing")
     args = ap.parse_args()
+    if args.merge:
+        missing = [p for p in args.merge if not Path(p).is_file()]
+        if missing:
+            raise SystemExit(f"--merge: no such file: {', '.join(missing)}")
+        table = merge(args.merge)
+        Path(args.out).write_text(json.dumps(table, indent=1))
+        print(json.dumps(table["summary"], indent=1))
+        return
     warnings.filterwarnings("ignore")
     random.seed(0)
     if args.clock == "cpu":

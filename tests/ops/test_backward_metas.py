@@ -23,6 +23,21 @@ def _cases():
         ("log_softmax_backward", (g, torch.log_softmax(a, -1), 1, F32), {}),
         ("layer_norm_backward", (g, a, (6,), w, b, 1e-5), {}),
         ("layer_norm_backward", (g, a, (6,), None, None, 1e-5), {}),
+        *_group_norm_cases(),
+    ]
+
+
+def _group_norm_cases():
+    a, w, b = torch.randn(2, 6, 3, 4), torch.randn(6), torch.randn(6)
+    _, mean, rstd = torch.ops.aten.native_group_norm(a, None, None, 2, 6, 12, 3, 1e-5)
+    return [
+        ("native_group_norm", (a, w, b, 3, 1e-5), {}),
+        ("native_group_norm", (a[:, :, 0], None, None, 2, 1e-5), {}),
+        ("group_norm_backward_saved", (a, a, mean, rstd, w, True, 3), {}),
+        ("group_norm_backward_saved", (a, a, mean, rstd, None, False, 3), {}),
+        ("group_norm_backward", (a, a, w, False, 3, 1e-5), {}),
+        ("group_norm_backward", (a.transpose(2, 3), a.transpose(2, 3), w, True, 3, 1e-5), {}),
+        ("group_norm_backward", (a.double(), a.double(), w.double(), True, 2, 1e-5), {}),
     ]
 
 

@@ -380,3 +380,40 @@ def test_cnn_backward_calls_eager_backward_kernels():
                    "adaptive_avg_pool2d_backward", "hardtanh_backward"):
         assert f"ltorch.{kernel}(" in bw, f"{kernel} missing from\n{bw}"
     assert "ltorch.native_batch_norm(" in fw and "ltorch.max_pool2d_with_indices(" in fw, fw
+
+
+class _StandardizedConv(torch.nn.Conv2d):
+    """BiT's convolution: the weight standardized by a batch norm without running statistics, then ``padding='same'``."""
+
+    def forward(self, x):
+        w = torch.nn.functional.batch_norm(self.weight.reshape(1, self.out_channels, -1), None, None, training=True,
+                                           momentum=0.0, eps=1e-8).reshape_as(self.weight)
+        return torch.nn.functional.conv2d(x, w, self.bias, self.stride, "same", self.dilation, self.groups)
+
+
+def test_group_norm_and_string_padding_differentiate_to_eager_backward_kernels():
+    """EfficientNet's and BiT's layers (``padding='same'`` with an even kernel, depthwise, ``'valid'``; group norm;
+    weight standardization) train on eager's kernels: before, a string padding ran the convolution again under
+    autograd in backward and group norm went through a dozen small kernels each way."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 4, padding="same", dilation=1), torch.nn.GroupNorm(4, 8), torch.nn.SiLU(),
+        torch.nn.Conv2d(8, 8, 3, padding="same", groups=8, bias=False), torch.nn.GroupNorm(2, 8, affine=False),
+        _StandardizedConv(8, 6, 3, bias=False), torch.nn.Conv2d(6, 4, 2, padding="valid"),
+        torch.nn.Flatten(), torch.nn.LazyLinear(2)).train()
+    x = torch.randn(2, 3, 9, 9)
+    model(x)  # the lazy layer takes its shape
+    ref = copy.deepcopy(model)
+    j = thunderlab.jit(model)
+    out, want = j(x), ref(x)
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-5)
+    out.square().sum().backward()
+    want.square().sum().backward()
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"grad of {name}: {m}")
+    program = thunderlab.last_record(j).program
+    fw, bw = program.forward.python(source=False), program.traces["backward"].python(source=False)
+    assert "eager_vjp" not in bw and "ltorch.conv2d(" not in fw, fw + bw
+    assert fw.count("ltorch.native_group_norm(") == 2 and bw.count("ltorch.group_norm_backward_saved(") == 2, fw + bw
+    assert bw.count("ltorch.convolution_backward(") == 4 and "ltorch.batch_norm_backward_saved(" in bw, bw
+    assert "prims.var_mean(" not in fw, fw

@@ -236,3 +236,22 @@ def test_an_input_with_a_gradient_history_written_by_a_graph_keeps_the_write_in_
     f(ref).sum().backward()
     torch.testing.assert_close(x.grad, ref.grad)
     torch.testing.assert_close(out, f(ref.detach()))
+
+
+def test_the_overlap_check_of_a_program_that_writes_an_input_compares_only_tensors_on_that_inputs_storage(monkeypatch):
+    """A model with batch norm writes its running statistics: each call asks whether a written input shares memory
+    with another input. Comparing every pair of a CNN's hundreds of inputs cost milliseconds a step; only the
+    tensors on a written input's storage need comparing, and the answer stays the same."""
+    from thunderlab.runtime import aliases
+
+    asked = []
+    real = aliases.overlapping
+    monkeypatch.setattr(aliases, "overlapping", lambda tensors: asked.append(sorted(tensors)) or real(tensors))
+    base, others = torch.randn(10), [torch.randn(3) for _ in range(50)]
+    assert aliases.overlap_with([*others, base[:6], base[4:]], [50])  # the written input meets the last one
+    assert asked == [["50", "51"]]
+    asked.clear()
+    assert not aliases.overlap_with([*others, base[:5], base[5:]], [50])  # same storage, disjoint ranges
+    assert not aliases.overlap_with([*others, base[:5], torch.randn(4)], [50])  # alone on its storage
+    assert asked == [["50", "51"]]
+    assert aliases.overlap_with([base, base[2:3], torch.empty(0)], [1]) and not aliases.overlap_with([torch.empty(0)] * 2, [0])

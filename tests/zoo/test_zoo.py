@@ -36,3 +36,31 @@ def test_zoo_covers_the_families():
     both = [e.name for e in ZOO if attn_implementations(e) == ("eager", "sdpa")]
     assert len(both) >= 20, f"only {both} offer both attention implementations"
     assert any("moe" in e.name or "mixtral" in e.name for e in ZOO)
+
+
+def test_zoo_tables_from_split_runs_merge_case_by_case(tmp_path):
+    """benchmarks/zoo.py --merge: the zoo run in parts (and timed apart) gives one table, in the zoo's order."""
+    import json
+
+    from benchmarks.zoo import merge
+
+    def row(case, model, attn, modes, **timing):
+        return {"case": case, "model": model, "attn": attn, "family": "x", "modes": modes, **timing}
+
+    ok, bad = {"status": "pass", "detail": "", "first_call_s": 1.0}, {"status": "error", "detail": "E", "first_call_s": None}
+    ratio = {"vs_eager": {"median": 1.2, "lo95": 1.1, "hi95": 1.3, "rounds": 5}}
+    a = {"meta": {"date": "2026-01-01T00:00:00+00:00"},
+         "rows": [row("resnet", "resnet", None, {"jit": ok, "train": bad}), row("bert-sdpa", "bert", "sdpa", {"jit": ok})]}
+    b = {"meta": {"date": "2026-01-02T00:00:00+00:00"},
+         "rows": [row("resnet", "resnet", None, {"train": ok}, train=ratio)]}
+    paths = []
+    for name, data in (("a.json", a), ("b.json", b)):
+        (tmp_path / name).write_text(json.dumps(data))
+        paths.append(str(tmp_path / name))
+    table = merge(paths)
+    assert [r["case"] for r in table["rows"]] == ["bert-sdpa", "resnet"]  # the zoo's order
+    resnet = table["rows"][1]
+    assert resnet["modes"] == {"jit": ok, "train": ok} and resnet["train"] == ratio
+    assert table["summary"]["counts"]["train"] == {"pass": 1, "wrong": 0, "error": 0}
+    assert table["summary"]["train"]["worst_case"] == "resnet"
+    assert [r["file"] for r in table["meta"]["runs"]] == ["a.json", "b.json"]

@@ -29,10 +29,30 @@ def overlapping(tensors: dict[str, torch.Tensor]) -> dict[str, list[str]]:
 
 
 def overlap_with(args, positions) -> bool:
-    """Whether an input at ``positions`` (one the program writes) shares memory with another tensor input."""
-    tensors = {str(i): a for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
-    found = overlapping(tensors)
-    return any(str(i) in found for i in positions)
+    """Whether an input at ``positions`` (one the program writes) shares memory with another tensor input.
+
+    Asked on every call of a program that writes its inputs (a model with batch norm: well over a
+    hundred inputs), so only tensors on the storage of a written one are compared, not every pair.
+    """
+    storages = {}
+    for i in positions:
+        t = args[i]
+        if isinstance(t, torch.Tensor) and not t.is_meta and t.numel():
+            storages.setdefault(t.untyped_storage().data_ptr(), set()).add(i)
+    if not storages:
+        return False
+    shared = {}
+    for i, t in enumerate(args):
+        if isinstance(t, torch.Tensor) and not t.is_meta and t.numel():
+            group = storages.get(t.untyped_storage().data_ptr())
+            if group is not None:
+                shared.setdefault(id(group), (group, []))[1].append(i)
+    for group, members in shared.values():
+        if len(members) > 1:
+            found = overlapping({str(i): args[i] for i in members})
+            if any(str(i) in found for i in group):
+                return True
+    return False
 
 
 def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:

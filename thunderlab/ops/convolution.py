@@ -24,10 +24,30 @@ def _tup(v, n):
     return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
 
 
+def _string_padding(a, weight, padding, stride, dilation, n):
+    """``padding="valid"`` or ``"same"`` as numbers, and the input padded on the right where "same" needs an odd
+    total (as eager's convolution does); None where eager would refuse (another string, a strided "same")."""
+    if padding == "valid":
+        return a, (0,) * n
+    if padding != "same" or any(s != 1 for s in _tup(stride, n)):
+        return None
+    left, config = [], [(0, 0, 0)] * a.ndim
+    for i, (d, k) in enumerate(zip(_tup(dilation, n), weight.shape[2:])):
+        total = d * (k - 1)
+        left.append(total // 2)
+        config[a.ndim - n + i] = (0, total - 2 * (total // 2), 0)
+    if any(hi for _, hi, _ in config):
+        a = prims.pad(a, 0, tuple(config))
+    return a, tuple(left)
+
+
 def _conv(n):
     def decomposition(a, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         if isinstance(padding, str):
-            return NotImplemented
+            padded = _string_padding(a, weight, padding, stride, dilation, n)
+            if padded is None:
+                return NotImplemented  # eager's own error names what it accepts
+            a, padding = padded
         if a.ndim == n + 1:  # unbatched: convolve a batch of one
             out = decomposition(prims.reshape(a, (1,) + a.shape), weight, bias, stride, padding, dilation, groups)
             return prims.reshape(out, out.shape[1:])

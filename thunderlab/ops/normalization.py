@@ -1,8 +1,8 @@
 """Normalization: layer norm, RMS norm, batch norm, group norm.
 
-Layer norm and batch norm are differentiated with the kernels eager autograd calls: when a call
+Layer norm, batch norm and group norm are differentiated with the kernels eager autograd calls: when a call
 needs a gradient, ``autodiff`` swaps it for its ``residuals`` variant (``native_layer_norm``,
-``native_batch_norm``), which also returns the statistics the backward kernel reads.
+``native_batch_norm``, ``native_group_norm``), which also returns the statistics the backward kernel reads.
 """
 from __future__ import annotations
 
@@ -242,3 +242,86 @@ def group_norm(a, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=No
     if bias is not None:
         out = add(out, prims.broadcast_in_dim(bias, bshape, (1,)))
     return convert(out, a.dtype)
+
+
+# Differentiated through its decomposition, a group norm's backward was some twenty small kernels
+# (BiT has one per block); kept whole, its forward is eager's kernel returning the per-group
+# statistics and its backward the one kernel eager autograd calls with them.
+def _gn_sizes(a):
+    return a.shape[0], a.shape[1], math.prod(a.shape[2:])
+
+
+def _native_group_norm(a, weight, bias, num_groups, eps):
+    n, c, hw = _gn_sizes(a)  # the kernels read contiguous memory (eager's group_norm makes it so)
+    return tuple(aten.native_group_norm(a.contiguous(), weight, bias, n, c, hw, num_groups, eps))
+
+
+def _native_group_norm_meta(a, weight, bias, num_groups, eps):
+    stats = (a.shape[0], num_groups)
+    inputs = [t for t in (a, weight, bias) if t is not None]
+    return _like(a, *inputs), new_proxy(stats, a.dtype, a.device, [a]), new_proxy(stats, a.dtype, a.device, [a])
+
+
+def _group_norm_backward_saved(g, a, mean, rstd, weight, has_bias, num_groups):
+    n, c, hw = _gn_sizes(a)
+    mask = [True, weight is not None, has_bias]
+    return tuple(aten.native_group_norm_backward(g.contiguous(), a.contiguous(), mean, rstd, weight, n, c, hw,
+                                                 num_groups, mask))
+
+
+def _group_norm_backward_saved_meta(g, a, mean, rstd, weight, has_bias, num_groups):
+    gb = new_proxy((a.shape[1],), g.dtype, g.device, [g]) if has_bias else None
+    return _like(a, g), _like(weight, g), gb
+
+
+def _group_norm_backward(g, a, weight, has_bias, num_groups, eps):
+    # the statistics again (the forward ran the plain call, which keeps none)
+    _, mean, rstd = _native_group_norm(a, None, None, num_groups, eps)
+    return _group_norm_backward_saved(g, a, mean, rstd, weight, has_bias, num_groups)
+
+
+def _group_norm_backward_meta(g, a, weight, has_bias, num_groups, eps):
+    return _group_norm_backward_saved_meta(g, a, None, None, weight, has_bias, num_groups)
+
+
+# no tags: unlike batch norm's, these kernels update nothing in place
+native_group_norm = backward_symbol("native_group_norm", _native_group_norm, _native_group_norm_meta)
+group_norm_backward_saved = backward_symbol("group_norm_backward_saved", _group_norm_backward_saved,
+                                            _group_norm_backward_saved_meta)
+group_norm_backward = backward_symbol("group_norm_backward", _group_norm_backward, _group_norm_backward_meta)
+
+
+def _gn_declines(p) -> bool:
+    # other dtypes, and the cases eager refuses, go through the decomposition
+    a, groups = p.a, p.num_groups
+    same = all(t is None or (is_tensor(t) and t.dtype == a.dtype) for t in (p.weight, p.bias))
+    return (a.ndim < 2 or a.dtype not in (torch.float32, torch.float64) or not same
+            or not isinstance(groups, int) or groups <= 0 or a.shape[1] % groups != 0)
+
+
+@derivative(group_norm)
+def _(b, g):
+    p = b.params
+    if _gn_declines(p):
+        return NotImplemented
+    ga, gw, gb = group_norm_backward(g, p.a, p.weight, is_tensor(p.bias), p.num_groups, p.eps)
+    return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
+
+
+@residuals(group_norm)
+def _(b):
+    p = b.params
+    if _gn_declines(p):
+        return NotImplemented
+    return native_group_norm(p.a, p.weight, p.bias, p.num_groups, p.eps)
+
+
+@derivative(native_group_norm)
+def _(b, g):
+    g_out, g_mean, g_rstd = g
+    if g_mean is not None or g_rstd is not None:
+        return NotImplemented  # the statistics are used as values
+    p = b.params
+    _, mean_, rstd = b.output
+    ga, gw, gb = group_norm_backward_saved(g_out, p.a, mean_, rstd, p.weight, is_tensor(p.bias), p.num_groups)
+    return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
