@@ -54,10 +54,11 @@ import torch.nn.functional as F  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import thunderlab  # noqa: E402
 from paired import describe, paired_ratio  # noqa: E402
-from thunderlab.examples import EXAMPLES  # noqa: E402
 from torch._dynamo.utils import counters  # noqa: E402
+
+import thunderlab  # noqa: E402
+from thunderlab.examples import EXAMPLES  # noqa: E402
 
 P_TORCH = "dce,cse,claim{executors=torch},del"
 P_INDUCTOR = "dce,cse,claim{executors=inductor+torch},fuse,del"

@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from paired import describe, paired_ratio  # noqa: E402
+
 from thunderlab.executors.torch import NATIVE_GELU_BELOW  # noqa: E402
 
 SIZES = (1024, 4096, 16384, 65536, 262144)

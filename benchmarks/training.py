@@ -71,8 +71,9 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import thunderlab  # noqa: E402
 from paired import describe, paired_ratio  # noqa: E402
+
+import thunderlab  # noqa: E402
 from thunderlab.examples import EXAMPLES  # noqa: E402
 from thunderlab.executors import torch as torch_executor  # noqa: E402
 

@@ -1,14 +1,13 @@
 """The fuse pass and fusion regions at run time (tiering, timings), with a test executor and with Inductor."""
-from dataclasses import dataclass
 
 import pytest
 import torch
 
 import thunderlab
 from thunderlab.core.symbols import BoundSymbol, Symbol
+from thunderlab.core.trace import region_trace
 from thunderlab.executors.base import EXECUTORS, Executor, bind, register_executor
 from thunderlab.executors.region import RegionRunner
-from thunderlab.core.trace import region_trace
 from thunderlab.passes.fuse import nvfuser_view
 
 

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 import thunderlab
+from tests.executors.test_fusion import PIPE  # registers "testfuse", a fusing executor that runs with torch
 from thunderlab.jupyter import protocol
 from thunderlab.jupyter.comm import Handler
 from thunderlab.passes import Pass, register_pass
 from thunderlab.runtime import compiled
-from tests.executors.test_fusion import PIPE  # registers "testfuse", a fusing executor that runs with torch
 
 
 @pytest.fixture

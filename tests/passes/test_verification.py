@@ -129,8 +129,8 @@ def test_returned_views_of_inputs_are_remade_by_the_runtime_so_a_copy_there_is_n
 
 
 def test_a_program_that_returns_an_input_where_eager_returns_a_copy_fails_verification():
-    from thunderlab.passes.runner import Reference, verify
     from thunderlab.core.program import Program
+    from thunderlab.passes.runner import Reference, verify
 
     def f(x):
         return x.clone()

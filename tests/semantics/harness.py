@@ -18,7 +18,7 @@ A case may instead be refused: ``check`` accepts an error whose message names th
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 

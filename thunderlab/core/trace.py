@@ -63,7 +63,7 @@ class Trace:
         return TensorProxy(name, tuple(int(s) for s in shape), dtype, torch.device(device),
                            bool(requires_grad) and self.grad_enabled)
 
-    def derive(self, **changes) -> "Trace":
+    def derive(self, **changes) -> Trace:
         """A new trace with this one's namespace copied (never shared) and fields replaced."""
         t = Trace(
             name=self.name,

@@ -5,8 +5,8 @@ import statistics
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 import torch
 
@@ -19,7 +19,7 @@ _pool_lock = threading.Lock()
 
 
 # regions whose first (torch) call ran and whose compile waits for the program call to return
-PENDING: list["RegionRunner"] = []
+PENDING: list[RegionRunner] = []
 # A background compile starts this long after it is queued. The program call that queued it is
 # then still returning through a few frames (TorchDynamo's, the caller's); a compile that took the
 # interpreter lock at once would hold it for a switch interval (5 ms) at a time and slow that return.

@@ -25,6 +25,7 @@ from thunderlab.ops import torch_ops as ltorch
 from .functionalize import Functionalizer, functional_symbol, overlapping, writes
 from .regions import ENTER as AUTOCAST_ENTER
 from .regions import AutocastRegion
+
 _QUERY_METHODS = {"size", "dim", "numel", "ndimension", "is_contiguous", "is_floating_point", "element_size", "nelement"}
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 

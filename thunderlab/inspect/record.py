@@ -4,8 +4,9 @@ from __future__ import annotations
 import itertools
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -119,7 +120,7 @@ class CompileRecord:
     graph_index: int = 0
     # what re-running needs: the captured program and the inputs it was captured for
     captured: Program | None = field(default=None, repr=False)
-    held_inputs: "HeldInputs | None" = field(default=None, repr=False)
+    held_inputs: HeldInputs | None = field(default=None, repr=False)
     reference: Any = field(default=None, repr=False)
     eager: Any = field(default=None, repr=False)  # the captured graph run by PyTorch itself: bisection's reference
     regions: dict = field(default_factory=dict, repr=False)  # name -> the live runner of each fusion region
@@ -195,7 +196,7 @@ class CompileRecord:
     # sit above this module; they live in thunderlab.api, which installs them in VERBS. These methods
     # are the same verbs spelled on the record.
 
-    def rerun(self, pipeline: str | None = None) -> "CompileRecord":
+    def rerun(self, pipeline: str | None = None) -> CompileRecord:
         """A new record for an edited pipeline; passes before the first change are reused, not re-run."""
         return _verb("rerun")(self, pipeline)
 
@@ -203,7 +204,7 @@ class CompileRecord:
         """The first step whose program's outputs differ from eager on ``inputs`` (default: the captured ones)."""
         return _verb("bisect")(self, inputs, reference)
 
-    def compare(self, other: "CompileRecord", *, time: bool = True):
+    def compare(self, other: CompileRecord, *, time: bool = True):
         """How the pipeline, the program and (with ``time``) the run time changed from this record to ``other``."""
         return _verb("compare")(self, other, time=time)
 

@@ -10,7 +10,7 @@ Python, tested without a kernel.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from thunderlab.executors import region as _region
 from thunderlab.inspect.serialize import RecordPayload, jsonable

@@ -10,7 +10,7 @@ symbol really draws for these arguments (dropout with ``p == 0`` does not).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from thunderlab.core.symbols import Symbol
 

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from thunderlab.core.program import Program
 
-REGISTRY: dict[str, type["Pass"]] = {}
+REGISTRY: dict[str, type[Pass]] = {}
 
 
 class PipelineError(ValueError):
@@ -42,7 +42,7 @@ class Pass:
         """Facts about what this pass did, for the record (derived, never stored by the pass)."""
         return {}
 
-    def in_pipeline(self, following: tuple["PassSpec", ...]) -> "Pass":
+    def in_pipeline(self, following: tuple[PassSpec, ...]) -> Pass:
         """This pass as it runs with ``following`` after it in a pipeline.
 
         Itself, unless an option set to "auto" is decided by what comes later (remat asks
@@ -130,7 +130,7 @@ class Pipeline:
         self.specs: list[PassSpec] = list(specs)
 
     @classmethod
-    def parse(cls, text: "str | Pipeline") -> "Pipeline":
+    def parse(cls, text: str | Pipeline) -> Pipeline:
         if isinstance(text, Pipeline):
             return text
         if not isinstance(text, str):

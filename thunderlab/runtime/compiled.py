@@ -4,11 +4,12 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
+from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from thunderlab.core.program import Program
 from thunderlab.core.trace import Trace
 from thunderlab.executors.base import bind
@@ -17,10 +18,7 @@ from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import eager_reference, verify
 
-from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from .autograd import training_callable
-
-
 
 _RECORDS: list[CompileRecord] = []
 # called with each record once its pipeline has run (the JupyterLab sidebar listens here)
