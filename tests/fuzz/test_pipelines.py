@@ -97,7 +97,7 @@ def test_every_pipeline_that_parses_gives_eagers_answers(name, grad, pipeline):
             assert (w is None) == (g is None), f"{name} with {pipeline!r}: gradient {i} present in one only"
             if w is not None:
                 torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5,
-                                           msg=lambda m: f"{name} with {pipeline!r}, gradient {i}: {m}")
+                                           msg=lambda m, i=i: f"{name} with {pipeline!r}, gradient {i}: {m}")
 
 
 @pytest.fixture(scope="module", autouse=True)

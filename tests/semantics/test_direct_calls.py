@@ -21,7 +21,7 @@ def _compare(fn, change, *calls):
                 if step:
                     change(fn)
                 got, want = jf(x, *args, **kwargs), fn(x, *args, **kwargs)
-                torch.testing.assert_close(got, want, msg=lambda m: f"{name}, call {step + 1}: {m}")
+                torch.testing.assert_close(got, want, msg=lambda m, name=name, step=step: f"{name}, call {step + 1}: {m}")
         finally:
             fn.__defaults__, fn.__kwdefaults__ = saved
 
