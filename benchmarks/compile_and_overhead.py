@@ -133,7 +133,8 @@ def print_table(results):
         ("eager per call", "eager_s"), ("passthrough first call", "passthrough_first_s"),
         ("passthrough per call", "passthrough_steady_s"), ("thunderlab first call", "thunderlab_first_s"),
         ("thunderlab per call", "thunderlab_steady_s"), ("thunderlab own first-call share", "thunderlab_own_first_s"),
-        ("thunderlab sum of pass seconds", "thunderlab_pass_sum_s"), ("thunderlab pipeline rerun", "thunderlab_rerun_s"),
+        ("thunderlab sum of pass seconds", "thunderlab_pass_sum_s"),
+        ("thunderlab pipeline rerun", "thunderlab_rerun_s"),
     ]
     names = [r["case"] for r in results]
     print(f"{'':34s}" + "".join(f"{n:>16s}" for n in names))

@@ -83,10 +83,13 @@ VARIANTS = {
     # TorchDynamo with a backend that runs the captured graph as it is (eager autograd): the capture's own cost
     "dynamo_passthrough": lambda m: torch.compile(m, backend=lambda gm, example_inputs: gm.forward),
     "thunderlab": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del"),
-    "tl_via_dynamo": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del",
-                                              direct=False),
+    "tl_via_dynamo": lambda m: thunderlab.jit(
+        m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del", direct=False
+    ),
     "tl_no_remat": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,claim{executors=torch},del"),
-    "tl_remat_all": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat{recompute=all},claim{executors=torch},del"),
+    "tl_remat_all": lambda m: thunderlab.jit(
+        m, pipeline="dce,cse,autodiff,remat{recompute=all},claim{executors=torch},del"
+    ),
     "tl_eager_gelu": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del"),
 }
 

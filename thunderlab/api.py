@@ -131,5 +131,5 @@ def _records_of(jfn) -> list[CompileRecord]:
                     f"for torch.compile(backend='thunderlab') use thunderlab.records()")
 
 
-__all__ = ["JitFunction", "bisect", "set_fast_paths", "clear_records", "compare", "jit", "last_record", "last_traces", "profile", "records",
-           "rerun", "set_limits"]
+__all__ = ["JitFunction", "bisect", "set_fast_paths", "clear_records", "compare", "jit", "last_record", "last_traces",
+           "profile", "records", "rerun", "set_limits"]

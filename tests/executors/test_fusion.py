@@ -141,7 +141,9 @@ def test_tiered_compiles_start_only_after_the_first_call_returns(monkeypatch):
 
     events = []
     real_start, real_pending = region.RegionRunner._start, compiled.start_pending
-    monkeypatch.setattr(region.RegionRunner, "_start", lambda self, args: (events.append(self.name), real_start(self, args)))
+    monkeypatch.setattr(
+        region.RegionRunner, "_start", lambda self, args: (events.append(self.name), real_start(self, args))
+    )
     monkeypatch.setattr(compiled, "start_pending", lambda: (events.append("returned"), real_pending()))
     j = thunderlab.jit(f_split, pipeline=PIPE, tiered=True)
     x, w = torch.randn(4, 4), torch.randn(4, 4)

@@ -42,8 +42,10 @@ def writes_input(x, y):
 
 
 PROGRAMS = {
-    "mlp": (mlp, lambda g: (torch.randn(4, 8), torch.randn(8, 16, requires_grad=g), torch.randn(16, 8, requires_grad=g))),
-    "attention": (norm_attention, lambda g: (torch.randn(2, 6, 8, requires_grad=g), torch.randn(8, 8, requires_grad=g))),
+    "mlp": (mlp, lambda g: (torch.randn(4, 8), torch.randn(8, 16, requires_grad=g),
+                            torch.randn(16, 8, requires_grad=g))),
+    "attention": (norm_attention, lambda g: (torch.randn(2, 6, 8, requires_grad=g),
+                                             torch.randn(8, 8, requires_grad=g))),
     "shared": (shared, lambda g: (torch.randn(5, requires_grad=g), torch.randn(5))),
     "writes_input": (writes_input, lambda g: (torch.randn(6), torch.randn(6, requires_grad=g))),
 }

@@ -54,7 +54,8 @@ class RegionRunner:
     call is timed (CUDA events on a GPU, a synchronized perf_counter on CPU).
     """
 
-    def __init__(self, name: str, executor: str, eager: Callable, compile: Callable[[tuple], tuple[Callable, list[str]]],
+    def __init__(self, name: str, executor: str, eager: Callable,
+                 compile: Callable[[tuple], tuple[Callable, list[str]]],
                  *, tiered: bool = True, timing: bool = False, device="cpu"):
         self.name, self.executor = name, executor
         self.fn = eager
@@ -98,7 +99,8 @@ class RegionRunner:
             self.ready.set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the fused version is built (or failed); True if it is ready. Compiling starts at the first call."""
+        """Block until the fused version is built (or failed); True if it is ready. Compiling starts at the first
+        call."""
         self._start_pending()
         return self._started and self.ready.wait(timeout)
 

@@ -52,7 +52,10 @@ def writes(node) -> bool:
         return False
     if node.target is operator.setitem or node.kwargs.get("inplace") is True:
         return True
-    return mapping.inplace_base(node.target) is not None and getattr(node.target, "__module__", "") != "torch.amp.autocast_mode"
+    return (
+        mapping.inplace_base(node.target) is not None
+        and getattr(node.target, "__module__", "") != "torch.amp.autocast_mode"
+    )
 
 
 def _name(fn, args) -> str:

@@ -43,8 +43,10 @@ class Step:
     verification: Verification | None = None
     error: str | None = None
     notes: dict[str, Any] = field(default_factory=dict)  # per-pass facts, e.g. claim's declines
-    pass_type: Any = field(default=None, repr=False)  # the Pass class that ran (re-runs reuse a step only for the same class)
-    resolved: str | None = field(default=None, repr=False)  # the pass as it ran, "auto" options decided (see Pass.in_pipeline)
+    # the Pass class that ran (re-runs reuse a step only for the same class)
+    pass_type: Any = field(default=None, repr=False)
+    # the pass as it ran, "auto" options decided (see Pass.in_pipeline)
+    resolved: str | None = field(default=None, repr=False)
 
     @property
     def ms(self) -> float:
@@ -157,7 +159,9 @@ class CompileRecord:
         if sa.program is None or sb.program is None:
             raise ValueError(f"step {a if sa.program is None else b} failed and has no program to compare")
         if trace not in sa.program.traces or trace not in sb.program.traces:
-            raise ValueError(f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}")
+            raise ValueError(
+                f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}"
+            )
         return text_diff(sa.program.traces[trace], sb.program.traces[trace],
                          before_name=f"{a} {sa.spec}", after_name=f"{b} {sb.spec}")
 
@@ -169,8 +173,11 @@ class CompileRecord:
         if sa.program is None or sb.program is None:
             raise ValueError(f"step {a if sa.program is None else b} failed and has no program to compare")
         if trace not in sa.program.traces or trace not in sb.program.traces:
-            raise ValueError(f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}")
-        return graph_diff(sa.graph(trace, expand_regions=expand_regions), sb.graph(trace, expand_regions=expand_regions))
+            raise ValueError(
+                f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}"
+            )
+        return graph_diff(sa.graph(trace, expand_regions=expand_regions),
+                          sb.graph(trace, expand_regions=expand_regions))
 
     # views and tools; each lives in its own module and is imported when used
 
@@ -214,7 +221,8 @@ class CompileRecord:
         rows = [f" step  {'pass'.ljust(width)}  {'ms':>8}  {'symbols':>10}  verified"]
         for s in self.steps:
             syms = f"{s.symbols_after}" if s.index == 0 else f"{s.symbols_before} -> {s.symbols_after}"
-            ver = "ERROR  " + s.error.splitlines()[0] if s.error else (s.verification.summary() if s.verification else "-")
+            ver = ("ERROR  " + s.error.splitlines()[0] if s.error
+                   else (s.verification.summary() if s.verification else "-"))
             if "kept_whole" in s.notes:
                 ver += f"  ({s.notes['decomposed']} decomposed, {s.notes['kept_whole']} kept whole)"
             rows.append(f" {s.index:>4}  {s.spec.ljust(width)}  {s.ms:>8.1f}  {syms:>10}  {ver}")

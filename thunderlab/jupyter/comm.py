@@ -63,7 +63,9 @@ class Handler:
         found = next((r for r in reversed(recs) if r.uid == i), None)
         if found is None:
             kept = f"it keeps records {recs[0].uid}..{recs[-1].uid}" if recs else "nothing has been compiled yet"
-            raise ProtocolError(f"no record {i} in this kernel ({kept}; the oldest are let go, see thunderlab.set_limits)")
+            raise ProtocolError(
+                f"no record {i} in this kernel ({kept}; the oldest are let go, see thunderlab.set_limits)"
+            )
         return found
 
     def _payload(self, i: int) -> RecordPayload:

@@ -357,8 +357,9 @@ class Bisection:
 def bisect(record, inputs=None, reference=None) -> Bisection | None:
     """Binary search over a record's steps for the first whose program disagrees with eager.
 
-    ``inputs`` are the captured graph's inputs, in ``record.inputs`` order; they default to the inputs the record was compiled for; ``reference`` (the eager
-    outputs) defaults to the record's, else to running the captured program with torch.
+    ``inputs`` are the captured graph's inputs, in ``record.inputs`` order; they default to the inputs the record
+    was compiled for; ``reference`` (the eager outputs) defaults to the record's, else to running the captured
+    program with torch.
     Returns None when the final program agrees.
     """
     inputs = inputs if inputs is not None else record.example_inputs
