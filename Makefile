@@ -1,5 +1,5 @@
 # thunderlab: `make demo` sets up .venv and compiles the built-in nanoGPT block;
-# `make test` sets up .venv and runs every test (the model zoo's fast subset);
+# `make test` sets up .venv, runs ruff (`make lint`), then every test (the model zoo's fast subset);
 # `make zoo` runs the whole model zoo, `make zoo-bench` its table and step ratios.
 PYTHON ?= python3
 VENV   := .venv
@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # exactly this torch: the CPU wheel this machine carries (a looser pin pulls a CUDA build)
 TORCH  := torch==2.13.0
 
-.PHONY: setup demo test bench zoo zoo-bench fuzz robustness clean views lab browser graphviz wheelhouse
+.PHONY: setup lint demo test bench zoo zoo-bench fuzz robustness clean views lab browser graphviz wheelhouse
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,11 @@ graphviz:
 demo: setup lab
 	$(BIN)/python -m thunderlab demo
 
-test: setup views lab browser graphviz
+# ruff, configured in pyproject.toml; `make test` runs it first so a lint finding fails fast
+lint: setup
+	$(BIN)/ruff check .
+
+test: lint views lab browser graphviz
 	$(BIN)/python -m pytest
 
 # every zoo architecture with each attention implementation, in every mode (tests/zoo; about an hour on 2 cores)

@@ -42,8 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import thunderlab  # noqa: E402
 from paired import describe, paired_ratio  # noqa: E402
+
+import thunderlab  # noqa: E402
 from thunderlab.examples import NanoGPTBlock  # noqa: E402
 
 # the compiler's own cost, on the torch executor (benchmarks/fusion.py measures the fusion executors)
@@ -132,7 +133,8 @@ def print_table(results):
         ("eager per call", "eager_s"), ("passthrough first call", "passthrough_first_s"),
         ("passthrough per call", "passthrough_steady_s"), ("thunderlab first call", "thunderlab_first_s"),
         ("thunderlab per call", "thunderlab_steady_s"), ("thunderlab own first-call share", "thunderlab_own_first_s"),
-        ("thunderlab sum of pass seconds", "thunderlab_pass_sum_s"), ("thunderlab pipeline rerun", "thunderlab_rerun_s"),
+        ("thunderlab sum of pass seconds", "thunderlab_pass_sum_s"),
+        ("thunderlab pipeline rerun", "thunderlab_rerun_s"),
     ]
     names = [r["case"] for r in results]
     print(f"{'':34s}" + "".join(f"{n:>16s}" for n in names))
@@ -145,7 +147,7 @@ def print_table(results):
         print(f"{label:34s}" + "".join(cells))
     for r in results:
         print(f"{r['case']}: " + ", ".join(f"{k}={v:.3f}" for k, v in r["ratios"].items()))
-        print(f"  paired per call (median of per-round ratios [95% interval]): " + ", ".join(
+        print("  paired per call (median of per-round ratios [95% interval]): " + ", ".join(
             f"{k} {describe(p)}" for k, p in r["paired_ratios"].items()))
 
 

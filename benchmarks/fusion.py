@@ -9,10 +9,11 @@ with pipeline P_TORCH / P_INDUCTOR below (the torch executor only / Inductor fus
    tl_inductor (tiered=False: compiled before the first call returns), tl_inductor_via_dynamo (the same with
    direct=False: every call through TorchDynamo's frame machinery). Each variant's first call is timed, then it is
    warmed up (--warmup calls and at least 0.5 s); then --iters rounds time --inner calls of every variant in turn
-   (interleaved, so drift hits all alike; shuffled each round). Reported: median per-call time, ratios of medians, paired ratios (the
-   median over rounds of each round's ratio, with a 95% bootstrap interval: see paired.py), and whether each variant's output
-   equals eager's (torch.testing.assert_close, float32 default tolerances) with the max |difference|. First calls
-   here share one cache dir (a later variant may hit what an earlier one compiled): cold figures are part 2's.
+   (interleaved, so drift hits all alike; shuffled each round). Reported: median per-call time, ratios of medians,
+   paired ratios (the median over rounds of each round's ratio, with a 95% bootstrap interval: see paired.py), and
+   whether each variant's output equals eager's (torch.testing.assert_close, float32 default tolerances) with
+   the max |difference|. First calls here share one cache dir (a later variant may hit what an earlier one
+   compiled): cold figures are part 2's.
 2. Disk cache, in fresh worker processes (this script with --worker): the nanoGPT block's first call with
    tl_inductor, tiered=False, with an empty cache dir ("cold"), then in a second process on the same dir ("warm").
    Done twice: raw, and after a "prewarm" (tl_inductor of an unrelated trivial function first) that takes the
@@ -54,10 +55,11 @@ import torch.nn.functional as F  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import thunderlab  # noqa: E402
 from paired import describe, paired_ratio  # noqa: E402
-from thunderlab.examples import EXAMPLES  # noqa: E402
 from torch._dynamo.utils import counters  # noqa: E402
+
+import thunderlab  # noqa: E402
+from thunderlab.examples import EXAMPLES  # noqa: E402
 
 P_TORCH = "dce,cse,claim{executors=torch},del"
 P_INDUCTOR = "dce,cse,claim{executors=inductor+torch},fuse,del"
@@ -230,7 +232,9 @@ def print_table(cases, procs):
     ms = lambda v: f"{v * 1e3:9.3f}" if v is not None else f"{'-':>9s}"  # noqa: E731
     for c in cases:
         print(f"\n== {c['case']}  shapes {c['shapes']}")
-        print(f"{'variant':14s} {'median ms':>9s} {'min ms':>9s} {'first s':>8s} {'=eager':>6s} {'max|diff|':>9s} regions")
+        print(
+            f"{'variant':14s} {'median ms':>9s} {'min ms':>9s} {'first s':>8s} {'=eager':>6s} {'max|diff|':>9s} regions"
+        )
         for v, r in c["variants"].items():
             if "median_s" not in r:
                 print(f"{v:14s} ERROR {r.get('error', '')[:150]}")

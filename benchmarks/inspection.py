@@ -83,9 +83,10 @@ def measure(layers: int, training: bool) -> dict:
     # nothing); the steps' own seconds (passes_s) leave those out
     build = rec.steps[0].seconds + rerun_full
     return {"training": training, "layers": layers, "symbols": {s.spec: s.symbols_after for s in rec.steps},
-            "first_call_s": first, "capture_s": first - build, "build_s": build, "passes_s": rec.compile_seconds, "serialise_s": serialise,
-            "build_plus_serialise_s": build + serialise, "payload_mb": len(text.encode()) / 2**20,
-            "rerun_edit": edit, "rerun_reused_steps": new.reused, "rerun_s": rerun_s, "rerun_first_s": rerun_first, "rerun_full_s": rerun_full}
+            "first_call_s": first, "capture_s": first - build, "build_s": build, "passes_s": rec.compile_seconds,
+            "serialise_s": serialise, "build_plus_serialise_s": build + serialise,
+            "payload_mb": len(text.encode()) / 2**20, "rerun_edit": edit, "rerun_reused_steps": new.reused,
+            "rerun_s": rerun_s, "rerun_first_s": rerun_first, "rerun_full_s": rerun_full}
 
 
 def main() -> int:
@@ -99,11 +100,14 @@ def main() -> int:
         print(f"GPT-2 {args.layers} layers, {'training' if training else 'inference'}...", flush=True)
         r = measure(args.layers, training)
         results.append(r)
-        print(f"  build {r['build_s']:.2f} s + serialise {r['serialise_s']:.2f} s = {r['build_plus_serialise_s']:.2f} s "
-              f"(target < 2); payload {r['payload_mb']:.1f} MB (< 20); re-run after moving cse {r['rerun_s']:.3f} s "
-              f"(first {r['rerun_first_s']:.3f} s) "
-              f"(< 0.5; {r['rerun_reused_steps']} steps reused; {r['rerun_full_s']:.3f} s reusing none); "
-              f"TorchDynamo capture {r['capture_s']:.1f} s", flush=True)
+        print(
+            f"  build {r['build_s']:.2f} s + serialise {r['serialise_s']:.2f} s = {r['build_plus_serialise_s']:.2f} s "
+            f"(target < 2); payload {r['payload_mb']:.1f} MB (< 20); re-run after moving cse {r['rerun_s']:.3f} s "
+            f"(first {r['rerun_first_s']:.3f} s) "
+            f"(< 0.5; {r['rerun_reused_steps']} steps reused; {r['rerun_full_s']:.3f} s reusing none); "
+            f"TorchDynamo capture {r['capture_s']:.1f} s",
+            flush=True,
+        )
     out = {"benchmark": "inspect", "date": datetime.datetime.now().isoformat(timespec="seconds"),
            "machine": {"python": sys.version.split()[0], "torch": torch.__version__, "platform": platform.platform(),
                        "cpus": os.cpu_count()}, "pipeline": DEFAULT_PIPELINE, "results": results}

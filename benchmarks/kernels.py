@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from paired import describe, paired_ratio  # noqa: E402
+
 from thunderlab.executors.torch import NATIVE_GELU_BELOW  # noqa: E402
 
 SIZES = (1024, 4096, 16384, 65536, 262144)
@@ -81,7 +82,8 @@ def main():
               f"{max(r['gelu']['max_abs_difference'], r['gelu_backward']['max_abs_difference']):.2e}")
     result = {"when": datetime.datetime.now().isoformat(timespec="seconds"), "torch": torch.__version__,
               "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                          "threads": torch.get_num_threads(), "cpu_capability": torch.backends.cpu.get_cpu_capability()},
+                          "threads": torch.get_num_threads(),
+                          "cpu_capability": torch.backends.cpu.get_cpu_capability()},
               "native_gelu_below": NATIVE_GELU_BELOW, "rounds": args.rounds, "sizes": rows}
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(f"wrote {args.out}")

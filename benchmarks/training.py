@@ -71,8 +71,9 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import thunderlab  # noqa: E402
 from paired import describe, paired_ratio  # noqa: E402
+
+import thunderlab  # noqa: E402
 from thunderlab.examples import EXAMPLES  # noqa: E402
 from thunderlab.executors import torch as torch_executor  # noqa: E402
 
@@ -82,10 +83,13 @@ VARIANTS = {
     # TorchDynamo with a backend that runs the captured graph as it is (eager autograd): the capture's own cost
     "dynamo_passthrough": lambda m: torch.compile(m, backend=lambda gm, example_inputs: gm.forward),
     "thunderlab": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del"),
-    "tl_via_dynamo": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del",
-                                              direct=False),
+    "tl_via_dynamo": lambda m: thunderlab.jit(
+        m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del", direct=False
+    ),
     "tl_no_remat": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,claim{executors=torch},del"),
-    "tl_remat_all": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat{recompute=all},claim{executors=torch},del"),
+    "tl_remat_all": lambda m: thunderlab.jit(
+        m, pipeline="dce,cse,autodiff,remat{recompute=all},claim{executors=torch},del"
+    ),
     "tl_eager_gelu": lambda m: thunderlab.jit(m, pipeline="dce,cse,autodiff,remat,claim{executors=torch},del"),
 }
 

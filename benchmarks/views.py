@@ -52,9 +52,11 @@ def synthetic_payload(n: int = 5000) -> dict:
         return {"program": "\n".join(lines) + "\n", "diff": None, "graph": {"nodes": [], "edges": []}, "changes": None,
                 "stats": {"symbols": n, "regions": 0, "executors": {"torch": n}}, "calls": calls}
 
-    step = lambda i, spec: {"index": i, "spec": spec, "seconds": 0.01, "symbols_before": n, "symbols_after": n,  # noqa: E731
-                            "error": None, "verification": {"ok": True, "structural": "ok", "max_error": None, "detail": ""},
-                            "notes": {}, "traces": {"forward": trace(i)}}
+    def step(i, spec):
+        return {"index": i, "spec": spec, "seconds": 0.01, "symbols_before": n, "symbols_after": n, "error": None,
+                "verification": {"ok": True, "structural": "ok", "max_error": None, "detail": ""},
+                "notes": {}, "traces": {"forward": trace(i)}}
+
     return {"schema": "thunderlab.record/v1", "name": "synthetic", "inputs": ["cpu f32[8, 64]"] * 2,
             "input_names": [{"name": "x", "type": "cpu f32[8, 64]"}, {"name": "w", "type": "cpu f32[8, 64]"}],
             "pipeline": "claim", "created": 0.0, "error": None, "compile_seconds": 0.02,
@@ -157,14 +159,22 @@ def main() -> None:
             xs.append(time_click(page, ["button[data-tab='What it did']"], "button[data-tab='Diff']"))
             again.append(time_click(page, ["button[data-tab='What it did']"], "button[data-tab='Diff']"))
         assert page.locator(".tl-cd-summary").count() == 1, "the diff pane did not draw"
-        results["diff_5000"] = {**stats(xs), "again": stats(again), "rows_drawn_first": page.locator(".tl-cd-table tr").count(),
-                                "summary": page.locator(".tl-cd-summary").inner_text()}
+        results["diff_5000"] = {
+            **stats(xs),
+            "again": stats(again),
+            "rows_drawn_first": page.locator(".tl-cd-table tr").count(),
+            "summary": page.locator(".tl-cd-summary").inner_text(),
+        }
         # records list with 1,000 records, the sidebar's own widget
         page.goto((tmp / "records.html").as_uri())
         runs = [page.evaluate("window.tlBench.records(1000)") for _ in range(a.rounds)]
-        results["records_1000"] = {k: stats([r[k] for r in runs]) for k in ("list_ms", "filter_ms", "page_ms", "add_ms")}
+        results["records_1000"] = {
+            k: stats([r[k] for r in runs]) for k in ("list_ms", "filter_ms", "page_ms", "add_ms")
+        }
         results["records_1000"]["rows_shown"] = runs[-1]["shown"]
-        results["records_1000"].update(stats([max(r["list_ms"], r["filter_ms"], r["page_ms"], r["add_ms"]) for r in runs]))
+        results["records_1000"].update(
+            stats([max(r["list_ms"], r["filter_ms"], r["page_ms"], r["add_ms"]) for r in runs])
+        )
         # a step switch on the 12-layer GPT-2 training record, in three panes
         page.goto(gpt_page.as_uri())
         page.wait_for_selector(".tl-step")
@@ -178,9 +188,12 @@ def main() -> None:
                 xs.append(page.evaluate(CLICK_JS, f"tr.tl-step[data-index='{b_}']"))
             switch[pane] = stats(xs)
         worst = max(switch.values(), key=lambda s: s["median_ms"])
-        results["step_switch_gpt2_12"] = {**worst, "by_pane": switch,
-                                          "calls_in_forward": len(big["steps"][last]["traces"]["forward"].get("calls", [])),
-                                          "program_lines": big["steps"][last]["traces"]["forward"]["program"].count("\n")}
+        results["step_switch_gpt2_12"] = {
+            **worst,
+            "by_pane": switch,
+            "calls_in_forward": len(big["steps"][last]["traces"]["forward"].get("calls", [])),
+            "program_lines": big["steps"][last]["traces"]["forward"]["program"].count("\n"),
+        }
         results["reference_loop_ms"] = stats([page.evaluate(REFERENCE_JS) for _ in range(a.rounds)])
         browser.close()
     try:

@@ -13,8 +13,9 @@ from the click on the Graph tab to the second animation frame after it, so the
 layout (graph/layout.ts), building the SVG, style, layout and paint by the browser are all in the
 figure. ``drawn`` counts the nodes and edges put in the page: above 500 shown nodes the view keeps only
 those near the viewport in the DOM (every node is laid out and painted on the minimap; panning and
-zooming bring the rest in), so for the 5,000-node graph it is the part in view. Each round loads the page afresh; the median and the minimum are recorded. The machine may
-be shared; the figures are wall-clock times of one Chromium renderer.
+zooming bring the rest in), so for the 5,000-node graph it is the part in view. Each round loads the page
+afresh; the median and the minimum are recorded. The machine may be shared; the figures are wall-clock times
+of one Chromium renderer.
 
 Choice of layout (measured with node 20 on trace-shaped DAGs: a chain with skip connections and
 inputs, 1.7 edges per node; the machine was loaded, load average about 10 on 2 cores, so the times are
@@ -62,8 +63,9 @@ def synthetic_graph(n: int = 5000, seed: int = 0) -> dict:
             nodes.append({"id": f"in:x{i}", "label": f"x{i}", "kind": "input", "executor": None, "source": None,
                           "group": None, "outputs": [[f"x{i}", "cpu f32[8, 64]"]]})
             continue
-        nodes.append({"id": f"b{i}", "label": rnd.choice(ops), "kind": "call", "executor": rnd.choice(["torch", "inductor"]),
-                      "source": f"model.py:{i}", "group": None, "outputs": [[f"t{i}", "cpu f32[8, 64]"]]})
+        nodes.append({"id": f"b{i}", "label": rnd.choice(ops), "kind": "call",
+                      "executor": rnd.choice(["torch", "inductor"]), "source": f"model.py:{i}", "group": None,
+                      "outputs": [[f"t{i}", "cpu f32[8, 64]"]]})
     ids = [nd["id"] for nd in nodes]
     for i in range(inputs, n - 1):
         edges.append({"src": ids[i - 1], "dst": ids[i], "value": f"t{i - 1}", "type": "cpu f32[8, 64]"})
@@ -201,7 +203,8 @@ def _gpt2_report(path: Path, layers: int) -> int:
     # package that transformers imports
     here = Path(__file__).resolve().parent
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
-    if "kernels" in sys.modules and Path(getattr(sys.modules["kernels"], "__file__", "") or "").resolve().parent == here:
+    if ("kernels" in sys.modules
+            and Path(getattr(sys.modules["kernels"], "__file__", "") or "").resolve().parent == here):
         del sys.modules["kernels"]
     from thunderlab.inspect.serialize import RecordPayload
 

@@ -181,7 +181,7 @@ def main():
                     torch._dynamo.reset()
                     try:
                         row[kind] = time_steps(entry, attn, train, args.rounds, entry.name in compiled)
-                    except Exception as e:  # noqa: BLE001: a model that fails is recorded, not timed
+                    except Exception as e:  # noqa: BLE001 - a model that fails is recorded, not timed
                         row[kind] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
             rows.append(row)
             status = " ".join(f"{m}={v['status']}" for m, v in row["modes"].items())

@@ -57,15 +57,17 @@ if a.gpt2:
 
     cell = lambda src: {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": src}  # noqa: E731
     (tmp / "nb" / "sidebar.ipynb").write_text(json.dumps({"cells": [cell(c) for c in GPT2_CELLS], "metadata": {
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}))
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 5}))
 else:
     shutil.copy(REPO / "notebooks" / "sidebar.ipynb", tmp / "nb")
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-lab = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1",
-                        "--IdentityProvider.token=", "--ServerApp.password=", "--LabApp.expose_app_in_browser=True",
-                        f"--ServerApp.root_dir={tmp / 'nb'}"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+lab = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
+                        "--ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
+                        "--LabApp.expose_app_in_browser=True", f"--ServerApp.root_dir={tmp / 'nb'}"],
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 try:
     for _ in range(120):
         try:
@@ -74,18 +76,23 @@ try:
         except OSError:
             time.sleep(0.5)
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox", "--disable-gpu", "--headless"])
+        b = p.chromium.launch(executable_path=shutil.which("chromium"),
+                              args=["--no-sandbox", "--disable-gpu", "--headless"])
         page = b.new_page(viewport={"width": 1400, "height": 1100})
         page.set_default_timeout(600_000)
         page.goto(f"http://127.0.0.1:{port}/lab/tree/sidebar.ipynb")
         page.wait_for_function("window.jupyterapp && window.jupyterapp.started")
         page.wait_for_selector(".jp-Notebook .jp-Cell")
         page.get_by_text("| Idle").first.wait_for()
-        page.evaluate("(() => { const s = window.jupyterapp.shell; s.activateById('thunderlab-sidebar'); s.collapseLeft();"
-                      " s._hsplitPanel.setRelativeSizes([0, 0.63, 0.37]); })()")
+        page.evaluate(
+            "(() => { const s = window.jupyterapp.shell; s.activateById('thunderlab-sidebar'); s.collapseLeft();"
+            " s._hsplitPanel.setRelativeSizes([0, 0.63, 0.37]); })()"
+        )
         page.evaluate("void window.jupyterapp.commands.execute('notebook:run-all-cells')")
         page.wait_for_selector(".tl-pass[data-step]")
-        page.wait_for_function("document.querySelector('.tl-calls') && +document.querySelector('.tl-calls').dataset.calls > 100")
+        page.wait_for_function(
+            "document.querySelector('.tl-calls') && +document.querySelector('.tl-calls').dataset.calls > 100"
+        )
         page.wait_for_function("!document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"busy\"]')")
         page.locator(f'.tl-pass[data-step="{a.step}"]').click()
         page.locator(f'.tl-tabs button[data-view="{a.view}"]').click()

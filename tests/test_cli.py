@@ -47,7 +47,8 @@ def test_report_command_follows_the_file_convention(tmp_path):
     import json
 
     payload = json.loads(js.read_text())
-    assert payload["name"] == "Evil" and [s["spec"] for s in payload["steps"]] == ["capture", "dce", "cse", "claim", "del"]
+    assert payload["name"] == "Evil"
+    assert [s["spec"] for s in payload["steps"]] == ["capture", "dce", "cse", "claim", "del"]
     r = _run("report", f"{model}:plain", "--out", str(out))  # a function with example_inputs()
     assert r.returncode == 0, r.stderr
 
@@ -70,7 +71,8 @@ def test_passes_json():
     r = _run("passes", "--json")
     assert r.returncode == 0
     entries = {e["name"]: e for e in json.loads(r.stdout)}
-    assert "executors" in entries["claim"]["options"] and entries["del"]["last"] and entries["remat"]["requires"] == ["autodiff"]
+    assert ("executors" in entries["claim"]["options"] and entries["del"]["last"]
+            and entries["remat"]["requires"] == ["autodiff"])
 
 
 def _one_line_error(r, *needles):
@@ -91,7 +93,9 @@ def test_cli_mistakes_get_one_line_errors(tmp_path):
     raises = tmp_path / "raises.py"
     raises.write_text("import torch\n\nraise RuntimeError('no data here')\n")
     bad_inputs = tmp_path / "bad_inputs.py"
-    bad_inputs.write_text("import torch\n\ndef f(x):\n    return x * 2\n\ndef f_inputs():\n    return torch.load('nope.pt')\n")
+    bad_inputs.write_text(
+        "import torch\n\ndef f(x):\n    return x * 2\n\ndef f_inputs():\n    return torch.load('nope.pt')\n"
+    )
     wrong_shape = tmp_path / "wrong_shape.py"
     wrong_shape.write_text("import torch\n\ndef f(x, y):\n    return x @ y\n\n"
                            "def f_inputs():\n    return torch.randn(2, 3), torch.randn(2, 3)\n")

@@ -166,6 +166,7 @@ def _layer(module: str) -> str | None:
 
 def test_layers_import_only_downwards():
     up = sorted({f"{a} -> {b}" for a, b, _ in edges()
-                 if _layer(a) and _layer(b) and (LAYERS[_layer(b)] > LAYERS[_layer(a)]
-                                                  or (_layer(a) == "inspect" and _layer(b) not in ("inspect", "core")))})
+                 if _layer(a) and _layer(b)
+                 and (LAYERS[_layer(b)] > LAYERS[_layer(a)]
+                      or (_layer(a) == "inspect" and _layer(b) not in ("inspect", "core")))})
     assert not up, "imports that go up a layer (see DESIGN.md, 'Imports run one way'):\n" + "\n".join(up)

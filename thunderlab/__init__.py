@@ -1,14 +1,26 @@
 """thunderlab: a tracing compiler for PyTorch whose every pass is an inspectable step."""
-from .api import (JitFunction, bisect, clear_records, compare, jit, last_record, last_traces, profile, records, rerun,
-                  set_fast_paths, set_limits)
+from .api import (
+    JitFunction,
+    bisect,
+    clear_records,
+    compare,
+    jit,
+    last_record,
+    last_traces,
+    profile,
+    records,
+    rerun,
+    set_fast_paths,
+    set_limits,
+)
 from .frontend.dynamo import register as _register_backend
 from .passes import DEFAULT_PIPELINE, Pass, Pipeline, register_pass
-from .version import __version__
+from .version import __version__ as __version__
 
 _register_backend()
 
-__all__ = ["DEFAULT_PIPELINE", "JitFunction", "Pass", "Pipeline", "bisect", "clear_records", "compare", "jit", "last_record",
-           "last_traces", "profile", "records", "register_pass", "rerun", "set_fast_paths", "set_limits"]
+__all__ = ["DEFAULT_PIPELINE", "JitFunction", "Pass", "Pipeline", "bisect", "clear_records", "compare", "jit",
+           "last_record", "last_traces", "profile", "records", "register_pass", "rerun", "set_fast_paths", "set_limits"]
 
 
 def _jupyter_labextension_paths() -> list[dict]:

@@ -15,10 +15,10 @@ from thunderlab.inspect import record as _record_module
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.passes import DEFAULT_PIPELINE
 from thunderlab.passes.base import PipelineError
-from thunderlab.runtime.compiled import Options, all_records, clear_records, set_limits
 from thunderlab.passes.runner import Bisection
 from thunderlab.passes.runner import bisect as _bisect
 from thunderlab.runtime.compare import RecordComparison, compare_records
+from thunderlab.runtime.compiled import Options, all_records, clear_records, set_limits
 from thunderlab.runtime.compiled import rerun as _rerun
 
 
@@ -131,5 +131,5 @@ def _records_of(jfn) -> list[CompileRecord]:
                     f"for torch.compile(backend='thunderlab') use thunderlab.records()")
 
 
-__all__ = ["JitFunction", "bisect", "set_fast_paths", "clear_records", "compare", "jit", "last_record", "last_traces", "profile", "records",
-           "rerun", "set_limits"]
+__all__ = ["JitFunction", "bisect", "set_fast_paths", "clear_records", "compare", "jit", "last_record", "last_traces",
+           "profile", "records", "rerun", "set_limits"]

@@ -10,7 +10,8 @@ import time
 
 
 def demo(args) -> int:
-    """Compile a built-in model, print the pass table and final program, then watch its regions switch to fused kernels."""
+    """Compile a built-in model, print the pass table and final program, then watch its regions switch to fused
+    kernels."""
     import torch
 
     import thunderlab
@@ -32,8 +33,10 @@ def demo(args) -> int:
         print(rec.error)
         return 1
     err = (getattr(out, "logits", out) - getattr(ref, "logits", ref)).abs().max().item()
-    print(f"first call {first * 1e3:.0f} ms (TorchDynamo capture plus {rec.compile_seconds * 1e3:.1f} ms in thunderlab); "
-          f"max |thunderlab - eager| = {err:.3g}")
+    print(
+        f"first call {first * 1e3:.0f} ms (TorchDynamo capture plus {rec.compile_seconds * 1e3:.1f} ms in thunderlab); "
+        f"max |thunderlab - eager| = {err:.3g}"
+    )
     print()
     print(rec.steps[-1].python())
     if rec.regions:
@@ -80,13 +83,17 @@ def load_target(target: str):
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # the user's file: say where it failed, not a traceback of ours
-        raise SystemExit(f"thunderlab report: {path} raised {type(e).__name__} while loading{_where(e, path)}: {e}") from None
+        raise SystemExit(
+            f"thunderlab report: {path} raised {type(e).__name__} while loading{_where(e, path)}: {e}"
+        ) from None
     finally:
         sys.path.pop(0)
     if not hasattr(module, name):
         found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
                        and getattr(v, "__module__", None) == module.__name__)
-        raise SystemExit(f"thunderlab report: {path} has no {name!r}; it defines {', '.join(found) or 'nothing callable'}")
+        raise SystemExit(
+            f"thunderlab report: {path} has no {name!r}; it defines {', '.join(found) or 'nothing callable'}"
+        )
     fn = getattr(module, name)
     if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
         fn = fn()
@@ -123,7 +130,8 @@ def _call_failed(target: str, fn, inputs, e: Exception) -> str:
         fn(*inputs)
     except Exception as eager:  # the user's function itself fails on these inputs
         first = str(eager).strip().splitlines()[0] if str(eager).strip() else ""
-        return f"thunderlab report: {target} raised {type(eager).__name__} on its example inputs{_where(eager, path)}: {first}"
+        return (f"thunderlab report: {target} raised {type(eager).__name__} on its example inputs"
+                f"{_where(eager, path)}: {first}")
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
     return (f"thunderlab report: compiling {target} failed where eager runs ({type(e).__name__}: {first}); "
             f"TORCH_LOGS=+dynamo shows TorchDynamo's side")
@@ -170,8 +178,10 @@ def passes(args) -> int:
 
     if args.json:
         print(json.dumps([{"name": n, "summary": REGISTRY[n].summary(),
-                           "options": {k: {"type": t, "default": repr(d)} for k, (t, d) in REGISTRY[n].options().items()},
-                           "requires": list(getattr(REGISTRY[n], "requires", ())), "last": bool(getattr(REGISTRY[n], "last", False))}
+                           "options": {k: {"type": t, "default": repr(d)}
+                                       for k, (t, d) in REGISTRY[n].options().items()},
+                           "requires": list(getattr(REGISTRY[n], "requires", ())),
+                           "last": bool(getattr(REGISTRY[n], "last", False))}
                           for n in sorted(REGISTRY)], indent=2))
         return 0
     for name in sorted(REGISTRY):
@@ -186,12 +196,16 @@ def passes(args) -> int:
 def main(argv=None) -> int:
     from thunderlab.passes import DEFAULT_PIPELINE
 
-    parser = argparse.ArgumentParser(prog="thunderlab", description="A tracing compiler for PyTorch whose every pass is an inspectable step.")
+    parser = argparse.ArgumentParser(
+        prog="thunderlab", description="A tracing compiler for PyTorch whose every pass is an inspectable step."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="compile a built-in model and show every pass")
     p.add_argument("--example", default="nanogpt_block", choices=["mlp", "nanogpt_block", "llama_block", "cnn", "gpt2"])
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help=f"pass pipeline (default {DEFAULT_PIPELINE!r})")
-    p.add_argument("--wait", type=float, default=120.0, help="seconds to wait for fused kernels to compile (default 120)")
+    p.add_argument(
+        "--wait", type=float, default=120.0, help="seconds to wait for fused kernels to compile (default 120)"
+    )
     p.add_argument("--out", default="thunderlab-demo.html", help="where to write the HTML report ('' for none)")
     p.set_defaults(fn=demo)
     p = sub.add_parser("report", help="compile FILE.py:FUNCTION on its example inputs and write an HTML report",

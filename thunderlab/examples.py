@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
@@ -47,7 +47,9 @@ class MLP(nn.Module):
 class CausalSelfAttention(nn.Module):
     """nanoGPT-style multi-head causal self-attention."""
 
-    def __init__(self, n_embd: int = 256, n_head: int = 4, block_size: int = 64, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self, n_embd: int = 256, n_head: int = 4, block_size: int = 64, dropout: float = 0.0, bias: bool = True
+    ):
         super().__init__()
         assert n_embd % n_head == 0
         self.n_embd = n_embd
@@ -89,7 +91,9 @@ class NanoGPTMLP(nn.Module):
 class NanoGPTBlock(nn.Module):
     """x = x + attn(ln_1(x)); x = x + mlp(ln_2(x))."""
 
-    def __init__(self, n_embd: int = 256, n_head: int = 4, block_size: int = 64, dropout: float = 0.0, bias: bool = True):
+    def __init__(
+        self, n_embd: int = 256, n_head: int = 4, block_size: int = 64, dropout: float = 0.0, bias: bool = True
+    ):
         super().__init__()
         self.ln_1 = nn.LayerNorm(n_embd, bias=bias)
         self.attn = CausalSelfAttention(n_embd, n_head, block_size, dropout, bias)

@@ -183,7 +183,8 @@ def decomposition(bsym, depth: int = 1) -> str:
     out: list[str] = []
 
     def walk(b, level):
-        out.append("    " * level + statement(p, b) + ("" if b.subsymbols or level == 0 else "   # prim" if b.sym.is_prim else ""))
+        mark = "" if b.subsymbols or level == 0 else "   # prim" if b.sym.is_prim else ""
+        out.append("    " * level + statement(p, b) + mark)
         if level < depth:
             for s in b.subsymbols:
                 walk(s, level + 1)

@@ -28,7 +28,9 @@ def test_golden(case):
     path = GOLDEN / f"{case}.txt"
     if os.environ.get("THUNDERLAB_UPDATE_GOLDEN") or not path.exists():
         path.write_text(text)
-    assert text == path.read_text(), f"printed trace of {case} changed; rerun with THUNDERLAB_UPDATE_GOLDEN=1 if intended"
+    assert text == path.read_text(), (
+        f"printed trace of {case} changed; rerun with THUNDERLAB_UPDATE_GOLDEN=1 if intended"
+    )
 
 
 @pytest.mark.parametrize("case", sorted(GOLDEN_CASES))
@@ -62,7 +64,9 @@ def test_source_lines_are_shown():
     text = _steps(fn, make()).steps[0].python()
     assert "golden_fns.py:7   return F.gelu(F.linear(x, w, b))" in text
     assert "# x: cpu f32[2, 8]" in text
-    assert "t0 = ltorch.linear(x, w, b)" in text.replace("  ", " ").replace("  ", " ") or "ltorch.linear(x, w, b)" in text
+    assert (
+        "t0 = ltorch.linear(x, w, b)" in text.replace("  ", " ").replace("  ", " ") or "ltorch.linear(x, w, b)" in text
+    )
 
 
 def test_callable_round_trip_without_comments():

@@ -53,7 +53,9 @@ def test_hand_edited_output_is_rederived_and_caught():
     tr.bound_symbols[0] = edited
     tr.bound_symbols.pop()  # keep the uses consistent; the lie is in the recorded shape
     tr.output = wrong
-    with pytest.raises(VerificationError, match=r"t0 is recorded as cpu f32\[3, 2\] but its inputs give cpu f32\[2, 3\]"):
+    with pytest.raises(
+        VerificationError, match=r"t0 is recorded as cpu f32\[3, 2\] but its inputs give cpu f32\[2, 3\]"
+    ):
         check_trace(tr)
 
 

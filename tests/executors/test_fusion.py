@@ -1,14 +1,13 @@
 """The fuse pass and fusion regions at run time (tiering, timings), with a test executor and with Inductor."""
-from dataclasses import dataclass
 
 import pytest
 import torch
 
 import thunderlab
 from thunderlab.core.symbols import BoundSymbol, Symbol
+from thunderlab.core.trace import region_trace
 from thunderlab.executors.base import EXECUTORS, Executor, bind, register_executor
 from thunderlab.executors.region import RegionRunner
-from thunderlab.core.trace import region_trace
 from thunderlab.passes.fuse import nvfuser_view
 
 
@@ -142,7 +141,9 @@ def test_tiered_compiles_start_only_after_the_first_call_returns(monkeypatch):
 
     events = []
     real_start, real_pending = region.RegionRunner._start, compiled.start_pending
-    monkeypatch.setattr(region.RegionRunner, "_start", lambda self, args: (events.append(self.name), real_start(self, args)))
+    monkeypatch.setattr(
+        region.RegionRunner, "_start", lambda self, args: (events.append(self.name), real_start(self, args))
+    )
     monkeypatch.setattr(compiled, "start_pending", lambda: (events.append("returned"), real_pending()))
     j = thunderlab.jit(f_split, pipeline=PIPE, tiered=True)
     x, w = torch.randn(4, 4), torch.randn(4, 4)

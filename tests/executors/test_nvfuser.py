@@ -10,7 +10,7 @@ from thunderlab.executors import nvfuser as nv
 from thunderlab.executors.base import EXECUTORS, bind
 from thunderlab.ops import prims
 
-F, I, B = torch.float32, torch.int64, torch.bool
+F, I, B = torch.float32, torch.int64, torch.bool  # noqa: E741 - one-letter dtype names keep the op tables short
 UNARY_F = ("abs neg exp exp2 expm1 log log1p log2 log10 sin cos tan asin acos atan sinh cosh tanh asinh acosh "
            "atanh sqrt rsqrt reciprocal erf erfc erfinv floor ceil round trunc sign lgamma sigmoid "
            "isnan isinf isfinite signbit").split()
@@ -105,7 +105,10 @@ def _stub_nvfuser_direct(calls):
             calls.append("add_output")
 
     m = types.ModuleType("nvfuser_direct")
-    m.FusionDefinition, m.DataType = FD, types.SimpleNamespace(**{n: n for n in list(nv.DTYPES.values()) + ["Null", "Double"]})
+    m.FusionDefinition, m.DataType = (
+        FD,
+        types.SimpleNamespace(**{n: n for n in list(nv.DTYPES.values()) + ["Null", "Double"]}),
+    )
     return m
 
 
@@ -258,7 +261,9 @@ class _TorchBackedFD:
 
     def __init__(self):
         self.steps, self.n_inputs, self.outputs = [], 0, []
-        self.ops = types.SimpleNamespace(**{n: (lambda n: lambda *a, **kw: self._op(n, a, kw))(n) for n in self.OPS})
+        # the outer lambda binds each name (ruff's B023 does not see that)
+        self.ops = types.SimpleNamespace(**{n: (lambda n: lambda *a, **kw: self._op(n, a, kw))(n)  # noqa: B023
+                                            for n in self.OPS})
 
     def __enter__(self):
         type(self).built += 1
@@ -285,14 +290,19 @@ class _TorchBackedFD:
 
     def execute(self, inputs):
         vals = list(inputs)
-        get = lambda a: vals[a[1]] if isinstance(a, tuple) and a[:1] == ("v",) else a
+
+        def get(a):
+            return vals[a[1]] if isinstance(a, tuple) and a[:1] == ("v",) else a
+
         for name, args, kwargs in self.steps:
             vals.append(self.OPS[name](*map(get, args), **kwargs))
         return [get(o) for o in self.outputs]
 
 
 def test_compile_builds_through_the_table_and_caches_by_layout(monkeypatch):
-    fake = types.SimpleNamespace(FusionDefinition=_TorchBackedFD, DataType=types.SimpleNamespace(Float="Float", Double="Double"))
+    fake = types.SimpleNamespace(
+        FusionDefinition=_TorchBackedFD, DataType=types.SimpleNamespace(Float="Float", Double="Double")
+    )
     monkeypatch.setattr(nv, "_availability", (True, ""))
     monkeypatch.setattr(nv, "_module", fake)
     monkeypatch.setattr(_TorchBackedFD, "built", 0)
@@ -317,7 +327,8 @@ def test_compile_builds_through_the_table_and_caches_by_layout(monkeypatch):
 def test_importing_does_not_import_nvfuser():
     import subprocess
 
-    code = "import sys, thunderlab.executors.nvfuser; assert 'nvfuser_direct' not in sys.modules and 'nvfuser' not in sys.modules"
+    code = ("import sys, thunderlab.executors.nvfuser; "
+            "assert 'nvfuser_direct' not in sys.modules and 'nvfuser' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -327,7 +338,11 @@ def _real(spec, name):
     if dtype == B:
         return torch.rand(shape, device="cuda") > 0.5
     if dtype == I:
-        return torch.zeros(shape, dtype=I, device="cuda") if name in ("take", "gather") else torch.randint(0, 5, shape, device="cuda")
+        return (
+            torch.zeros(shape, dtype=I, device="cuda")
+            if name in ("take", "gather")
+            else torch.randint(0, 5, shape, device="cuda")
+        )
     return torch.randn(shape, dtype=dtype, device="cuda")
 
 

@@ -326,7 +326,7 @@ def test_a_direct_call_runs_no_python_layer_of_dynamo_outside_its_guards():
 
 
 def test_changed_defaults_are_the_ones_a_direct_call_uses():
-    def f(x, a=2.0, *, b=1.0, t=torch.zeros(4)):
+    def f(x, a=2.0, *, b=1.0, t=torch.zeros(4)):  # noqa: B008 - a tensor default is what this test is about
         return x * a + b + t
 
     j = thunderlab.jit(f)

@@ -42,8 +42,10 @@ def writes_input(x, y):
 
 
 PROGRAMS = {
-    "mlp": (mlp, lambda g: (torch.randn(4, 8), torch.randn(8, 16, requires_grad=g), torch.randn(16, 8, requires_grad=g))),
-    "attention": (norm_attention, lambda g: (torch.randn(2, 6, 8, requires_grad=g), torch.randn(8, 8, requires_grad=g))),
+    "mlp": (mlp, lambda g: (torch.randn(4, 8), torch.randn(8, 16, requires_grad=g),
+                            torch.randn(16, 8, requires_grad=g))),
+    "attention": (norm_attention, lambda g: (torch.randn(2, 6, 8, requires_grad=g),
+                                             torch.randn(8, 8, requires_grad=g))),
     "shared": (shared, lambda g: (torch.randn(5, requires_grad=g), torch.randn(5))),
     "writes_input": (writes_input, lambda g: (torch.randn(6), torch.randn(6, requires_grad=g))),
 }
@@ -97,7 +99,7 @@ def test_every_pipeline_that_parses_gives_eagers_answers(name, grad, pipeline):
             assert (w is None) == (g is None), f"{name} with {pipeline!r}: gradient {i} present in one only"
             if w is not None:
                 torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5,
-                                           msg=lambda m: f"{name} with {pipeline!r}, gradient {i}: {m}")
+                                           msg=lambda m, i=i: f"{name} with {pipeline!r}, gradient {i}: {m}")
 
 
 @pytest.fixture(scope="module", autouse=True)

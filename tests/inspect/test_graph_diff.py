@@ -43,7 +43,9 @@ def test_renamed_values_are_not_changes():
 
 def test_text_diff_is_a_unified_diff():
     rec = _record("cse")
-    text = text_diff(rec.steps[0].program.forward, rec.steps[1].program.forward, before_name="capture", after_name="cse")
+    text = text_diff(
+        rec.steps[0].program.forward, rec.steps[1].program.forward, before_name="capture", after_name="cse"
+    )
     assert text.startswith("--- capture\n+++ cse\n")
     assert "-    t2 = ltorch.exp(x)" in text
 

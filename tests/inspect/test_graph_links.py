@@ -29,7 +29,9 @@ def test_backward_nodes_name_the_forward_call_they_come_from(training):
     linked = [n for n in bw if n["derived_from"]]
     calls = [n for n in bw if n["kind"] == "call" and n["label"] != "ltorch.python_return"]
     assert len(linked) >= len(calls) // 2, (len(linked), len(calls))
-    assert all(n["derived_from"] in fw for n in linked), [n["derived_from"] for n in linked if n["derived_from"] not in fw][:5]
+    assert all(n["derived_from"] in fw for n in linked), [
+        n["derived_from"] for n in linked if n["derived_from"] not in fw
+    ][:5]
     # the record agrees: autodiff's notes map each backward call's id to its forward call's id
     notes = next(s.notes for s in rec.steps if s.notes.get("differentiated"))
     links = notes["backward_to_forward"]

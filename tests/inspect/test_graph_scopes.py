@@ -59,7 +59,9 @@ def test_dot_nests_module_clusters(graph):
     dot = graph.to_dot(groups="modules")
     # blocks > blocks.0 > blocks.0.attn > blocks.0.attn.q, each a cluster inside its parent
     order = [m.group(1) for m in re.finditer(r'subgraph "cluster_([^"]+)"', dot)]
-    assert order.index("blocks") < order.index("blocks.0") < order.index("blocks.0.attn") < order.index("blocks.0.attn.q")
+    assert (
+        order.index("blocks") < order.index("blocks.0") < order.index("blocks.0.attn") < order.index("blocks.0.attn.q")
+    )
     depth = 0
     inside = {}
     for line in dot.splitlines()[1:-1]:  # inside "digraph trace { ... }"

@@ -6,8 +6,8 @@ import re
 import torch
 
 import thunderlab
-from thunderlab.inspect.html import script_safe_json
 from tests.data.evil_model import Evil, Evil_inputs
+from thunderlab.inspect.html import script_safe_json
 
 EVIL = '</script><script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2">'
 

@@ -53,7 +53,9 @@ def test_payload_of_every_step_matches_the_record(training_record):
         d = p.step(i)
         fw = d["traces"]["forward"]
         assert fw["program"] == step.python("forward")
-        assert fw["stats"]["symbols"] == sum(1 for b in step.program.forward.bound_symbols if b.sym.name != "python_del")
+        assert fw["stats"]["symbols"] == sum(
+            1 for b in step.program.forward.bound_symbols if b.sym.name != "python_del"
+        )
         ids = {n["id"] for n in fw["graph"]["nodes"]}
         assert all(e["src"] in ids and e["dst"] in ids for e in fw["graph"]["edges"])
         assert (fw["diff"] is None) == (i == 0)

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 import thunderlab
+from tests.executors.test_fusion import PIPE  # registers "testfuse", a fusing executor that runs with torch
 from thunderlab.jupyter import protocol
 from thunderlab.jupyter.comm import Handler
 from thunderlab.passes import Pass, register_pass
 from thunderlab.runtime import compiled
-from tests.executors.test_fusion import PIPE  # registers "testfuse", a fusing executor that runs with torch
 
 
 @pytest.fixture
@@ -44,7 +44,8 @@ def test_hello_and_new_records_are_pushed(handler):
     assert _ask(handler, "hello")["protocol"] == 1
     _compile("first")
     pushed = [m for m in handler.sent if m["type"] == "record.new"]
-    assert [m["name"] for m in pushed] == ["first"] and pushed[0]["record"] == _ids()[0] and pushed[0]["steps"] == 6  # capture and five passes
+    # six steps: capture and five passes
+    assert [m["name"] for m in pushed] == ["first"] and pushed[0]["record"] == _ids()[0] and pushed[0]["steps"] == 6
 
 
 def test_records_list_newest_first_filtered_and_paged(handler):
@@ -75,7 +76,10 @@ def test_validate_gives_the_parsers_own_message(handler):
     ok = _ask(handler, "pipeline.validate", pipeline="dce , cse")
     assert ok["ok"] and ok["pipeline"] == "dce,cse"
     bad = _ask(handler, "pipeline.validate", pipeline="fuse,claim,del")
-    assert not bad["ok"] and bad["error"] == "pass 'fuse' requires 'claim' to run before it; add 'claim' earlier in the pipeline"
+    assert (
+        not bad["ok"]
+        and bad["error"] == "pass 'fuse' requires 'claim' to run before it; add 'claim' earlier in the pipeline"
+    )
     unknown = _ask(handler, "pipeline.validate", pipeline="dce,nope")
     assert "unknown pass 'nope'" in unknown["error"]
 

@@ -313,7 +313,9 @@ def test_coverage_floor():
 def test_skips_name_covered_ops():
     for name, dtype, _ in SKIP:
         assert name in covered_opinfos(), f"SKIP names {name!r}, which is not a covered OpInfo"
-        assert dtype in map(dtype_name, dtypes(covered_opinfos()[name])), f"SKIP names {name!r} in {dtype}, never checked"
+        assert dtype in map(dtype_name, dtypes(covered_opinfos()[name])), (
+            f"SKIP names {name!r} in {dtype}, never checked"
+        )
 
 
 # -- the coverage list ---------------------------------------------------------------------------

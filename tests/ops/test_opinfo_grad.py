@@ -22,8 +22,9 @@ goes in SKIP with the reason.
 Where each op's gradient comes from is recorded in ``tests/ops/COVERED_GRAD_OPS.txt`` and the
 test asserts it, so the file cannot go stale: ``rule`` (the torch-level call kept whole has a
 derivative rule, beside its declaration in ``thunderlab/ops/<family>.py``), ``decomposition``
-(differentiated through the rules of the calls its decomposition is made of), ``eager(<qualname>)`` (at least part of it runs ``ltorch.eager_vjp``, PyTorch
-autograd at run time, for the named call). An op whose samples differ lists each source seen.
+(differentiated through the rules of the calls its decomposition is made of), ``eager(<qualname>)`` (at least
+part of it runs ``ltorch.eager_vjp``, PyTorch autograd at run time, for the named call). An op whose samples
+differ lists each source seen.
 ``python tests/ops/test_opinfo_grad.py`` regenerates the file.
 """
 from __future__ import annotations

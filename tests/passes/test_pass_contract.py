@@ -95,9 +95,10 @@ class WidenOutput(Pass):
 
 
 @pytest.mark.parametrize("verify", [False, True])
-@pytest.mark.parametrize("name, says", [("test-drop-input", "y dropped"),
-                                        ("test-drop-output", "returns 1 values, the captured program 2"),
-                                        ("test-widen-output", "output 0 is cpu f64[4], the captured program's is cpu f32[4]")])
+@pytest.mark.parametrize("name, says", [
+    ("test-drop-input", "y dropped"),
+    ("test-drop-output", "returns 1 values, the captured program 2"),
+    ("test-widen-output", "output 0 is cpu f64[4], the captured program's is cpu f32[4]")])
 def test_a_pass_that_changes_the_interface_fails_verification_named(name, says, verify):
     msg, rec = _compile(f"dce,{name},claim,del", verify=verify)
     assert f"pass '{name}' (step 2)" in msg and says in msg

@@ -66,7 +66,9 @@ def _mutates(x):
 def test_a_pass_that_loses_a_mutation_of_an_input_is_named():
     thunderlab.jit(_mutates, pipeline="dce,cse,claim,del", verify=True)(torch.randn(4))
     j = thunderlab.jit(_mutates, pipeline="dce,test-drop-writes,claim,del", verify=True)
-    with pytest.raises(CompileError, match=r"'test-drop-writes' .step 2. produced wrong numbers: input \(after the call\) 0"):
+    with pytest.raises(
+        CompileError, match=r"'test-drop-writes' .step 2. produced wrong numbers: input \(after the call\) 0"
+    ):
         j(torch.randn(4))
 
 
@@ -129,8 +131,8 @@ def test_returned_views_of_inputs_are_remade_by_the_runtime_so_a_copy_there_is_n
 
 
 def test_a_program_that_returns_an_input_where_eager_returns_a_copy_fails_verification():
-    from thunderlab.passes.runner import Reference, verify
     from thunderlab.core.program import Program
+    from thunderlab.passes.runner import Reference, verify
 
     def f(x):
         return x.clone()

@@ -1,6 +1,5 @@
 """verify=True compares each dtype with the tolerance torch.testing.assert_close gives it: a bfloat16 or
 float16 model is not reported as wrong for rounding eager does differently, and a real error still is."""
-import pytest
 import torch
 
 import thunderlab

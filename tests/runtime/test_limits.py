@@ -109,9 +109,10 @@ def test_nothing_of_a_dropped_function_outlives_it():
     entry = next(iter(graph.cache.values()))
     record = thunderlab.last_record(j)
     # (the forward's code object is TorchDynamo's to keep: its cache hangs on it, with or without thunderlab)
-    refs = {"class": weakref.ref(cls), "direct-call runner": weakref.ref(j.direct), "compiled callable": weakref.ref(entry.fn),
-            "final program": weakref.ref(record.program.forward), "captured program": weakref.ref(record.captured),
-            "jit function": weakref.ref(j), "lowering": weakref.ref(graph.capture), "record": weakref.ref(record)}
+    refs = {"class": weakref.ref(cls), "direct-call runner": weakref.ref(j.direct),
+            "compiled callable": weakref.ref(entry.fn), "final program": weakref.ref(record.program.forward),
+            "captured program": weakref.ref(record.captured), "jit function": weakref.ref(j),
+            "lowering": weakref.ref(graph.capture), "record": weakref.ref(record)}
     del j, model, cls, graph, entry, record
     thunderlab.clear_records()
     gc.collect()

@@ -18,7 +18,7 @@ A case may instead be refused: ``check`` accepts an error whose message names th
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 
@@ -31,7 +31,9 @@ ENTRIES: dict[str, Callable] = {
     "decomposed": lambda fn: thunderlab.jit(fn, pipeline="dce,cse,autodiff,remat,claim{decompose=all},del"),
     "direct-off": lambda fn: thunderlab.jit(fn, direct=False),
     # fusion regions compiled by TorchInductor (its first compile takes seconds: use in few cases)
-    "inductor": lambda fn: thunderlab.jit(fn, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del", tiered=False),
+    "inductor": lambda fn: thunderlab.jit(
+        fn, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del", tiered=False
+    ),
 }
 DEFAULT_ENTRIES = ("jit", "compile", "decomposed")
 OUTCOMES: list[tuple[str, str]] = []  # (entry, "ok" | "refused") of every check made, for the suite's counts
@@ -190,7 +192,9 @@ def check(fn: Callable, make_args: Callable[[], tuple], *, entries: Iterable[str
             if random_stream and not torch.equal(g_after, w_after):
                 raise Mismatch(f"{where}: the random generator is left in a different state than eager leaves it")
             if (g_grads is None) != (w_grads is None):
-                raise Mismatch(f"{where}: gradients {'missing' if g_grads is None else 'present'} where eager's are not")
+                raise Mismatch(
+                    f"{where}: gradients {'missing' if g_grads is None else 'present'} where eager's are not"
+                )
             for i, (g, w) in enumerate(zip(g_grads or (), w_grads or ())):
                 if (g is None) != (w is None):
                     raise Mismatch(f"{where}: gradient of input {i} is {g!r:.40}, eager {w!r:.40}")

@@ -21,7 +21,8 @@ def _compare(fn, change, *calls):
                 if step:
                     change(fn)
                 got, want = jf(x, *args, **kwargs), fn(x, *args, **kwargs)
-                torch.testing.assert_close(got, want, msg=lambda m: f"{name}, call {step + 1}: {m}")
+                torch.testing.assert_close(got, want,
+                                           msg=lambda m, name=name, step=step: f"{name}, call {step + 1}: {m}")
         finally:
             fn.__defaults__, fn.__kwdefaults__ = saved
 
@@ -38,7 +39,7 @@ def _two(x, a=1.0, b=2.0):
     return x * a + b
 
 
-def _tensor_default(x, b=torch.ones(4)):
+def _tensor_default(x, b=torch.ones(4)):  # noqa: B008 - a tensor default is the case under test
     return x + b
 
 
@@ -53,7 +54,8 @@ CASES = {
     "one default replaced, the other given by keyword": (_two, _set_defaults((4.0, 2.0)), ((), {}), ((), {"b": 1.0})),
     "one of two defaults replaced": (_two, _set_defaults((1.0, 5.0)), ((), {}), ((7.0,), {})),
     "tensor default replaced": (_tensor_default, _set_defaults((torch.full((4,), 3.0),)), ((), {}), ((), {})),
-    "keyword-only default replaced": (_kw_scale, lambda f: setattr(f, "__kwdefaults__", {"s": 3.0}), ((), {}), ((), {})),
+    "keyword-only default replaced": (_kw_scale, lambda f: setattr(f, "__kwdefaults__", {"s": 3.0}),
+                                      ((), {}), ((), {})),
     "keyword-only default changed in place": (_kw_scale, lambda f: f.__kwdefaults__.__setitem__("s", 4.0),
                                               ((), {}), ((), {})),
 }

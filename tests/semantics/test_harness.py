@@ -45,6 +45,8 @@ def test_harness_accepts_eager_itself_and_named_refusals(monkeypatch):
             raise RuntimeError("thunderlab cannot express torch.frobnicate")
         return run
     _entry(monkeypatch, refuse)
-    assert harness.check(lambda x: x, lambda: (torch.randn(2),), entries=["fake"], refusal="frobnicate") == {"fake": "refused"}
+    assert harness.check(lambda x: x, lambda: (torch.randn(2),), entries=["fake"], refusal="frobnicate") == {
+        "fake": "refused"
+    }
     with pytest.raises(RuntimeError):
         harness.check(lambda x: x, lambda: (torch.randn(2),), entries=["fake"], refusal="other")

@@ -69,8 +69,11 @@ def test_check_pass_checks_purity_form_numbers_and_reference():
     with pytest.raises(teach.ExerciseError, match=r"is malformed: .*uses t1 before it is defined"):
         teach.check_pass("3.1", drops_a_needed_call, t, inputs)
 
-    with pytest.raises(teach.ExerciseError, match=r"statement 0 of the trace <lambda> returned is `t0 = ltorch.exp\(x\)`; "
-                                                  r"dce_trace's has `t1 = ltorch.mul\(x, y\)`"):
+    with pytest.raises(
+        teach.ExerciseError,
+        match=r"statement 0 of the trace <lambda> returned is `t0 = ltorch.exp\(x\)`; "
+        r"dce_trace's has `t1 = ltorch.mul\(x, y\)`",
+    ):
         teach.check_pass("3.1", lambda tr: tr.derive(), t, inputs, reference=dce_trace)
 
 

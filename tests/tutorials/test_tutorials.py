@@ -7,7 +7,7 @@ Each tutorial runs once per mode in a test session (cached); the per-exercise te
 from __future__ import annotations
 
 import os
-from functools import lru_cache
+from functools import cache
 
 import nbformat
 import pytest
@@ -17,7 +17,7 @@ from .fill import TUTORIALS, answers, execute, exercise_ids, filled, tags
 IDS = [p.stem for p in TUTORIALS]
 
 
-@lru_cache(maxsize=None)
+@cache
 def run(stem: str, mode: str, workdir: str):
     """Execute one tutorial ("answers" or "shipped"); returns (notebook, errors by cell index, seconds)."""
     path = next(p for p in TUTORIALS if p.stem == stem)

@@ -76,14 +76,16 @@ def test_a_big_graph_draws_what_is_in_view_and_search_brings_the_rest(page, tmp_
 
     n = 3000
     nodes = [{"id": f"b{i}", "label": "ltorch.add" if i < n - 1 else "ltorch.the_last_one", "kind": "call",
-              "executor": "torch", "source": None, "group": None, "outputs": [[f"t{i}", "cpu f32[4]"]]} for i in range(n)]
+              "executor": "torch", "source": None, "group": None, "outputs": [[f"t{i}", "cpu f32[4]"]]}
+             for i in range(n)]
     edges = [{"src": f"b{i - 1}", "dst": f"b{i}", "value": f"t{i - 1}", "type": "cpu f32[4]"} for i in range(1, n)]
     graph = {"nodes": nodes, "edges": edges}
+    forward = {"program": "", "diff": None, "graph": graph, "changes": None,
+               "stats": {"symbols": n, "regions": 0, "executors": {}}}
     step = {"index": 0, "spec": "capture", "seconds": 0.0, "symbols_before": 0, "symbols_after": n, "error": None,
-            "verification": None, "notes": {}, "traces": {"forward": {"program": "", "diff": None, "graph": graph,
-                                                                       "changes": None, "stats": {"symbols": n, "regions": 0, "executors": {}}}}}
-    payload = {"schema": "thunderlab.record/v1", "name": "chain", "inputs": [], "pipeline": "", "created": 0.0, "error": None,
-               "compile_seconds": 0.0, "steps": [step], "regions": {}}
+            "verification": None, "notes": {}, "traces": {"forward": forward}}
+    payload = {"schema": "thunderlab.record/v1", "name": "chain", "inputs": [], "pipeline": "", "created": 0.0,
+               "error": None, "compile_seconds": 0.0, "steps": [step], "regions": {}}
     path = tmp_path / "big.html"
     path.write_text(payload_html(payload, "chain"), encoding="utf-8")
     page.set_viewport_size({"width": 1400, "height": 1000})

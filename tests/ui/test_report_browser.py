@@ -184,14 +184,20 @@ def test_the_widget_fits_a_sidebar(page, tmp_path):
     rec, _ = _mlp_report(tmp_path, pipeline="dce,cse,autodiff,claim{executors=inductor+torch},del")
     bundle = (Path(thunderlab.__file__).parent / "jupyter" / "static" / "widget.js").read_text()
     assert bundle.rstrip().endswith("export {\n  widget_default as default\n};")
-    bundle = bundle.rstrip()[: -len("export {\n  widget_default as default\n};")] + "window.__tlWidget = widget_default;"
+    bundle = (
+        bundle.rstrip()[: -len("export {\n  widget_default as default\n};")] + "window.__tlWidget = widget_default;"
+    )
     page.set_viewport_size({"width": 300, "height": 900})
     page.set_content("<!DOCTYPE html><html><body style='margin:0'><div id=el></div></body></html>")
     page.add_script_tag(content=bundle)
-    page.evaluate("""(payload) => {
+    page.evaluate(
+        """(payload) => {
         const state = { payload, current: 1, status: "", error: "" };
-        window.__tlWidget.render({ model: { get: (k) => state[k], on() {}, send() {} }, el: document.getElementById("el") });
-    }""", RecordPayload(rec).to_dict())
+        window.__tlWidget.render({ model: { get: (k) => state[k], on() {}, send() {} },
+                                   el: document.getElementById("el") });
+    }""",
+        RecordPayload(rec).to_dict(),
+    )
     for sel in (".tl-steps", ".tl-pipeline", ".tl-rerun", ".tl-tabs"):
         right = page.evaluate(f"document.querySelector('{sel}').getBoundingClientRect().right")
         assert right <= 300, f"{sel} ends at {right} px in a 300 px sidebar"

@@ -42,8 +42,12 @@ CELLS = [
 
 def _notebook() -> dict:
     cell = lambda src: {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": src}  # noqa: E731
-    return {"cells": [cell(c) for c in CELLS], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
-            "language": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    return {
+        "cells": [cell(c) for c in CELLS],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +127,9 @@ def _state(page):
 
 
 def _wait_state(page, state, timeout=60):
-    page.wait_for_function(f"document.querySelector('.tl-link-status')?.dataset.state === '{state}'", timeout=timeout * 1000)
+    page.wait_for_function(
+        f"document.querySelector('.tl-link-status')?.dataset.state === '{state}'", timeout=timeout * 1000
+    )
 
 
 def test_the_sidebar_says_when_thunderlab_is_not_imported(lab_page):
@@ -198,7 +204,10 @@ def test_a_dragged_pass_is_refused_with_the_parsers_words_then_undone(lab_page):
     _wait_value(page, ".tl-pipeline-text", lambda v: v.startswith("dce,cse,fuse,claim"))
     page.locator(".tl-check-invalid").wait_for()
     assert "pass 'fuse' requires 'claim' to run before it" in page.locator(".tl-check").inner_text()
-    assert page.locator(".tl-rerun").get_attribute("aria-disabled") == "true" or page.locator(".tl-rerun button, button.tl-rerun").first.is_disabled()
+    assert (
+        page.locator(".tl-rerun").get_attribute("aria-disabled") == "true"
+        or page.locator(".tl-rerun button, button.tl-rerun").first.is_disabled()
+    )
     _shot(page, "invalid-order")
     page.locator(".tl-undo").first.click()
     page.locator(".tl-check-ok").wait_for()

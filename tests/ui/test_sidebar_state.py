@@ -25,7 +25,9 @@ def lab(tmp_path_factory):
     (root / "jupyter_data_dir" / "labextensions" / "thunderlab").symlink_to(LABEXT)
     settings = root / "jupyter_config_dir" / "lab" / "user-settings"
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false"}'
+    )
     # the user's thunderlab settings, as the Settings Editor writes them: no grouping in graphs
     (settings / "thunderlab").mkdir()
     (settings / "thunderlab" / "sidebar.jupyterlab-settings").write_text('{"grouping": "none", "collapseAbove": 300}')

@@ -1,4 +1,6 @@
-"""The PassDebugger widget in a real JupyterLab server and a real browser: it renders, and its clicks reach the kernel."""
+"""The PassDebugger widget in a real JupyterLab server and a real browser: it renders, and its clicks reach the
+kernel."""
+
 import os
 import shutil
 from pathlib import Path

@@ -79,7 +79,7 @@ def run(entry: Entry, attn: str | None, mode: str) -> Result:
         return Result("pass", "", first)
     except Mismatch as e:
         return Result("wrong", str(e), first)
-    except Exception as e:  # noqa: BLE001: any failure of the compiled model is the finding
+    except Exception as e:  # noqa: BLE001 - any failure of the compiled model is the finding
         tb = traceback.extract_tb(e.__traceback__)
         where = next((f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in reversed(tb)
                       if "thunderlab" in f.filename), "")

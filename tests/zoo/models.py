@@ -112,8 +112,8 @@ ZOO: list[Entry] = [
           dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4,
                num_labels=10)),
     Entry("clip", "CLIPConfig", "CLIPModel", "clip",
-          dict(text_config=dict(TEXT, max_position_embeddings=32), vision_config={k: v for k, v in VIT.items() if k != "num_labels"},
-               projection_dim=16)),
+          dict(text_config=dict(TEXT, max_position_embeddings=32),
+               vision_config={k: v for k, v in VIT.items() if k != "num_labels"}, projection_dim=16)),
     # convolutional networks
     Entry("resnet", "ResNetConfig", "ResNetForImageClassification", "cnn",
           dict(CNN, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic"), fast=True),
@@ -224,7 +224,8 @@ def pair(entry: Entry, attn: str | None = None) -> tuple[torch.nn.Module, torch.
 
 
 def cases(fast_only: bool = False) -> list[tuple[Entry, str | None]]:
-    """Every (entry, attention implementation) pair of the zoo; or the fast subset, with transformers' default (sdpa)."""
+    """Every (entry, attention implementation) pair of the zoo; or the fast subset, with transformers' default
+    (sdpa)."""
     if fast_only:
         return [(e, attn_implementations(e)[-1]) for e in ZOO if e.fast]
     return [(e, a) for e in ZOO for a in attn_implementations(e)]

@@ -113,7 +113,7 @@ def statement(printer: Printer, bsym: BoundSymbol) -> str:
 
 # A bound symbol never changes, so its printed line is kept while it lives: the steps of a
 # record share most of their calls, and each step is printed more than once (program, diff).
-_LINES: "weakref.WeakKeyDictionary[BoundSymbol, dict[bool, str]]" = weakref.WeakKeyDictionary()
+_LINES: weakref.WeakKeyDictionary[BoundSymbol, dict[bool, str]] = weakref.WeakKeyDictionary()
 
 
 def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:

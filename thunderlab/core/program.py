@@ -1,8 +1,8 @@
 """A Program: the named traces that flow through the pipeline together."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from .trace import Trace
 
@@ -56,7 +56,7 @@ class Program:
         """The values the forward saves for the backward (none without a backward)."""
         return tuple(self.forward.output[1]) if self.training is not None else ()
 
-    def map(self, fn: Callable[[Trace], Trace]) -> "Program":
+    def map(self, fn: Callable[[Trace], Trace]) -> Program:
         """A new program with ``fn`` applied to every trace (the training contract kept)."""
         return Program({name: fn(t) for name, t in self.traces.items()}, self.training)
 

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 from functools import cached_property
+from typing import Any
 
 import torch
 

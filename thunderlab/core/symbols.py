@@ -5,10 +5,11 @@ import enum
 import functools
 import inspect
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 from .context import current_trace
 from .proxies import TensorProxy
@@ -157,7 +158,7 @@ class Symbol:
         return f"Symbol({self.qualname})"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _signature(fn) -> inspect.Signature | None:
     """``fn``'s signature when it names its parameters (not only ``*args, **kwargs``)."""
     try:
@@ -245,7 +246,7 @@ class BoundSymbol:
     args: tuple
     kwargs: dict
     output: Any
-    subsymbols: tuple["BoundSymbol", ...] = ()
+    subsymbols: tuple[BoundSymbol, ...] = ()
     source: SourceInfo | None = None
     id: int = field(default_factory=next_id)
     origin: str | None = None
@@ -291,12 +292,12 @@ class BoundSymbol:
         """Identifies this call's symbol, argument and output objects (shared by re-labelled copies)."""
         return (self.sym, id(self.args), id(self.kwargs), id(self.output))
 
-    def replace(self, **changes) -> "BoundSymbol":
+    def replace(self, **changes) -> BoundSymbol:
         if "meta_ok" not in changes and changes.keys() & {"sym", "args", "kwargs", "output"}:
             changes["meta_ok"] = False
         return replace(self, **changes)
 
-    def swap(self, mapping: dict[str, TensorProxy]) -> "BoundSymbol":
+    def swap(self, mapping: dict[str, TensorProxy]) -> BoundSymbol:
         """The same call with input proxies renamed through ``mapping`` (name -> proxy)."""
         if not mapping:
             return self
@@ -321,7 +322,7 @@ class BoundSymbol:
         # metas read only shapes and dtypes: renaming to alike values keeps the outputs right
         return out if alike and self.meta_ok else replace(out, meta_ok=False)
 
-    def flat(self) -> list["BoundSymbol"]:
+    def flat(self) -> list[BoundSymbol]:
         """This call's innermost decomposition, depth first (itself if it has none)."""
         if not self.subsymbols:
             return [self]

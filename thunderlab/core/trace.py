@@ -31,7 +31,8 @@ class Trace:
     inputs: list = field(default_factory=list)
     bound_symbols: list[BoundSymbol] = field(default_factory=list)
     output: Any = None
-    meta: dict = field(default_factory=dict, repr=False)  # facts passes hand on (e.g. which outputs backward differentiates)
+    # facts passes hand on (e.g. which outputs backward differentiates)
+    meta: dict = field(default_factory=dict, repr=False)
     _names: set = field(default_factory=set, repr=False)
     _counter: int = field(default=0, repr=False)
     _scopes: list = field(default_factory=list, repr=False)
@@ -58,12 +59,14 @@ class Trace:
                 self._names.add(name)
                 return name
 
-    def proxy(self, shape, dtype: torch.dtype, device, requires_grad: bool = False, name: str | None = None) -> TensorProxy:
+    def proxy(
+        self, shape, dtype: torch.dtype, device, requires_grad: bool = False, name: str | None = None
+    ) -> TensorProxy:
         name = self.add_name(name) if name else self.fresh_name()
         return TensorProxy(name, tuple(int(s) for s in shape), dtype, torch.device(device),
                            bool(requires_grad) and self.grad_enabled)
 
-    def derive(self, **changes) -> "Trace":
+    def derive(self, **changes) -> Trace:
         """A new trace with this one's namespace copied (never shared) and fields replaced."""
         t = Trace(
             name=self.name,
@@ -123,7 +126,9 @@ class Trace:
                 made = {p.name for s in subs for p in s.outputs}
                 fresh = [p for p in proxies_in(out) if p.name not in made]
                 if fresh:
-                    raise TraceError(f"internal: decomposition of {sym.qualname} returned an input unchanged ({fresh[0].name})")
+                    raise TraceError(
+                        f"internal: decomposition of {sym.qualname} returned an input unchanged ({fresh[0].name})"
+                    )
                 subsymbols = tuple(subs)
         else:
             out = sym.meta(*args, **kwargs)

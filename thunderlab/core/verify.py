@@ -43,7 +43,9 @@ def check_trace(trace: Trace, *, metas: bool = True, checked: dict | None = None
             if d is None:
                 raise VerificationError(f"{where} uses {p.name} before it is defined")
             if d is not p and (d.shape, d.dtype) != (p.shape, p.dtype):
-                raise VerificationError(f"{where}: {p.name} is used as {p.type_string()} but defined as {d.type_string()}")
+                raise VerificationError(
+                    f"{where}: {p.name} is used as {p.type_string()} but defined as {d.type_string()}"
+                )
         if b.sym.bookkeeping:
             deleted.update(p.name for p in b.inputs)
             continue
@@ -80,7 +82,9 @@ def _check_meta(where, b) -> None:
         raise VerificationError(f"{where}: meta gives {len(new)} outputs, the trace records {len(old)}")
     for n, o in zip(new, old):
         if (n.shape, n.dtype) != (o.shape, o.dtype):
-            raise VerificationError(f"{where}: {o.name} is recorded as {o.type_string()} but its inputs give {n.type_string()}")
+            raise VerificationError(
+                f"{where}: {o.name} is recorded as {o.type_string()} but its inputs give {n.type_string()}"
+            )
 
 
 def check_program(program: Program) -> None:

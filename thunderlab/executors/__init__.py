@@ -14,7 +14,8 @@ DEFAULT_ORDER = ("nvfuser", "inductor", "torch")
 
 
 def default_order() -> tuple[str, ...]:
-    """The executor priority used when a pipeline names none: THUNDERLAB_EXECUTORS (a+b+c) or nvfuser, inductor, torch."""
+    """The executor priority used when a pipeline names none: THUNDERLAB_EXECUTORS (a+b+c) or nvfuser, inductor,
+    torch."""
     env = os.environ.get("THUNDERLAB_EXECUTORS")
     if not env:
         return tuple(n for n in DEFAULT_ORDER if n in EXECUTORS)

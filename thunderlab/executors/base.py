@@ -1,12 +1,12 @@
 """The executor interface and registry, and binding a trace to its executors to run it."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from thunderlab.core.symbols import BoundSymbol, Symbol
 from thunderlab.core.trace import Trace
 
-EXECUTORS: dict[str, "Executor"] = {}
+EXECUTORS: dict[str, Executor] = {}
 
 
 class Executor:

@@ -12,7 +12,7 @@ autograd (no autodiff pass ran, so autograd must see every op), and hand all tha
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

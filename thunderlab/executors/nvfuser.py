@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -164,13 +164,16 @@ TRANSLATIONS.update({
     "pad": Rule("pad", _pad, _pad_check),
     "sum": _reduce("sum"), "prod": _reduce("prod"), "amax": _reduce("max"), "amin": _reduce("min"),
     "var": _var("var"), "var_mean": _var("var_mean"),
-    "full": Rule("full", lambda c, b: c.ops.full(shape=list(b.args[0]), fill_value=c.scalar(b.args[1], b.kwargs["dtype"]),
+    "full": Rule("full", lambda c, b: c.ops.full(shape=list(b.args[0]),
+                                                 fill_value=c.scalar(b.args[1], b.kwargs["dtype"]),
                                                  dtype=c.dt(b.kwargs["dtype"]))),
     "iota": Rule("iota", _iota),
     # random: nvFuser draws from its own Philox stream, so values differ from eager torch's
-    "uniform": Rule("uniform", lambda c, b: c.ops.uniform(c.scalar(b.args[1], torch.float64), c.scalar(b.args[2], torch.float64),
+    "uniform": Rule("uniform", lambda c, b: c.ops.uniform(c.scalar(b.args[1], torch.float64),
+                                                          c.scalar(b.args[2], torch.float64),
                                                           list(b.args[0]), dtype=c.dt(b.kwargs["dtype"])),
-                    lambda b: None if b.kwargs["dtype"].is_floating_point else "prims.uniform: nvFuser draws floating-point values only"),
+                    lambda b: None if b.kwargs["dtype"].is_floating_point
+                    else "prims.uniform: nvFuser draws floating-point values only"),
     "matmul": Rule("matmul", lambda c, b: c.ops.matmul(c.val(b.args[0]), c.val(b.args[1]))),
     "linear": Rule("linear", _linear),
     "take": Rule("index_select", _take),

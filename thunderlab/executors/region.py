@@ -5,8 +5,8 @@ import statistics
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 import torch
 
@@ -19,7 +19,7 @@ _pool_lock = threading.Lock()
 
 
 # regions whose first (torch) call ran and whose compile waits for the program call to return
-PENDING: list["RegionRunner"] = []
+PENDING: list[RegionRunner] = []
 # A background compile starts this long after it is queued. The program call that queued it is
 # then still returning through a few frames (TorchDynamo's, the caller's); a compile that took the
 # interpreter lock at once would hold it for a switch interval (5 ms) at a time and slow that return.
@@ -54,7 +54,8 @@ class RegionRunner:
     call is timed (CUDA events on a GPU, a synchronized perf_counter on CPU).
     """
 
-    def __init__(self, name: str, executor: str, eager: Callable, compile: Callable[[tuple], tuple[Callable, list[str]]],
+    def __init__(self, name: str, executor: str, eager: Callable,
+                 compile: Callable[[tuple], tuple[Callable, list[str]]],
                  *, tiered: bool = True, timing: bool = False, device="cpu"):
         self.name, self.executor = name, executor
         self.fn = eager
@@ -98,7 +99,8 @@ class RegionRunner:
             self.ready.set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the fused version is built (or failed); True if it is ready. Compiling starts at the first call."""
+        """Block until the fused version is built (or failed); True if it is ready. Compiling starts at the first
+        call."""
         self._start_pending()
         return self._started and self.ready.wait(timeout)
 

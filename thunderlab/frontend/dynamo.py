@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import warnings
 import weakref
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -43,8 +43,8 @@ class Backend:
             warnings.warn(f"thunderlab: {name} runs eagerly, as TorchDynamo captured it: {why}", stacklevel=2)
             return gm.forward
         values = value_inputs(gm)
-        graph = CompiledGraph(lambda args: lower(gm, args), self.options, name=name, graph_index=index, eager=gm.forward,
-                              static=not values and _static(gm), value_inputs=values)
+        graph = CompiledGraph(lambda args: lower(gm, args), self.options, name=name, graph_index=index,
+                              eager=gm.forward, static=not values and _static(gm), value_inputs=values)
         self.graphs.append(graph)
         return graph
 
@@ -69,7 +69,9 @@ class BackendLink:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
         backend = self._ref()
         if backend is None:
-            raise RuntimeError("the thunderlab.jit function this graph belongs to was freed; compile again with thunderlab.jit")
+            raise RuntimeError(
+                "the thunderlab.jit function this graph belongs to was freed; compile again with thunderlab.jit"
+            )
         return backend(gm, example_inputs)
 
     @property

@@ -17,17 +17,17 @@ meta tensors with eager's strides, and a result that shares the source's storage
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
+from thunderlab.core.aliases import overlapping  # noqa: F401 - the lowering asks it about its inputs
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import Symbol, Tag, proxies_in, tree_map
 from thunderlab.core.trace import TraceError, current_trace
 from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch
-from thunderlab.core.aliases import overlapping  # noqa: F401 - the lowering asks it about its inputs
 
 # Calls that may return a view: every symbol declared with Tag.VIEW, and these torch calls that
 # are not (PyTorch's "Tensor Views" with no thunderlab view symbol, and the calls that return a
@@ -52,7 +52,10 @@ def writes(node) -> bool:
         return False
     if node.target is operator.setitem or node.kwargs.get("inplace") is True:
         return True
-    return mapping.inplace_base(node.target) is not None and getattr(node.target, "__module__", "") != "torch.amp.autocast_mode"
+    return (
+        mapping.inplace_base(node.target) is not None
+        and getattr(node.target, "__module__", "") != "torch.amp.autocast_mode"
+    )
 
 
 def _name(fn, args) -> str:

@@ -25,7 +25,9 @@ from thunderlab.ops import torch_ops as ltorch
 from .functionalize import Functionalizer, functional_symbol, overlapping, writes
 from .regions import ENTER as AUTOCAST_ENTER
 from .regions import AutocastRegion
-_QUERY_METHODS = {"size", "dim", "numel", "ndimension", "is_contiguous", "is_floating_point", "element_size", "nelement"}
+
+_QUERY_METHODS = {"size", "dim", "numel", "ndimension", "is_contiguous", "is_floating_point", "element_size",
+                  "nelement"}
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 
 
@@ -160,7 +162,9 @@ class Lowering:
             return self.call_function(node.target, args, kwargs)
         if node.op == "call_method":
             return self.call_method(node.target, args, kwargs)
-        raise TraceError(f"{node.op} nodes are not supported (module {node.target!r}); Dynamo inlines nn modules by default")
+        raise TraceError(
+            f"{node.op} nodes are not supported (module {node.target!r}); Dynamo inlines nn modules by default"
+        )
 
     def call_function(self, target, args, kwargs):
         if target is operator.getitem and not isinstance(args[0], TensorProxy):
@@ -292,7 +296,8 @@ def _describe(node: torch.fx.Node) -> str:
 
 
 def value_inputs(gm: torch.fx.GraphModule) -> tuple[int, ...]:
-    """Positions of the inputs whose value the lowering reads (``x.item()`` on an input), so the program depends on it."""
+    """Positions of the inputs whose value the lowering reads (``x.item()`` on an input), so the program depends
+    on it."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     return tuple(i for i, p in enumerate(placeholders)
                  if any(u.op == "call_method" and u.target == "item" and u.args[0] is p for u in p.users))

@@ -41,7 +41,7 @@ class AutocastRegion:
     outputs: list[torch.fx.Node]  # its values read after it
 
     @classmethod
-    def collect(cls, nodes: list[torch.fx.Node], start: int) -> "AutocastRegion":
+    def collect(cls, nodes: list[torch.fx.Node], start: int) -> AutocastRegion:
         enter = nodes[start]
         end = next((i for i in range(start + 1, len(nodes))
                     if nodes[i].target is EXIT and nodes[i].args and nodes[i].args[0] is enter), None)

@@ -119,7 +119,9 @@ class _ScopeTree:
             lines.append(node_line(n, indent))
         for child in self.children.values():
             name = ".".join(child.path)
-            lines.append(f'{indent}subgraph "cluster_{_esc(name)}" {{ label="{_esc(child.path[-1])}"; tooltip="{_esc(name)}";')
+            lines.append(
+                f'{indent}subgraph "cluster_{_esc(name)}" {{ label="{_esc(child.path[-1])}"; tooltip="{_esc(name)}";'
+            )
             child.emit(lines, node_line, indent + "  ")
             lines.append(f"{indent}}}")
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import itertools
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -42,8 +43,10 @@ class Step:
     verification: Verification | None = None
     error: str | None = None
     notes: dict[str, Any] = field(default_factory=dict)  # per-pass facts, e.g. claim's declines
-    pass_type: Any = field(default=None, repr=False)  # the Pass class that ran (re-runs reuse a step only for the same class)
-    resolved: str | None = field(default=None, repr=False)  # the pass as it ran, "auto" options decided (see Pass.in_pipeline)
+    # the Pass class that ran (re-runs reuse a step only for the same class)
+    pass_type: Any = field(default=None, repr=False)
+    # the pass as it ran, "auto" options decided (see Pass.in_pipeline)
+    resolved: str | None = field(default=None, repr=False)
 
     @property
     def ms(self) -> float:
@@ -119,7 +122,7 @@ class CompileRecord:
     graph_index: int = 0
     # what re-running needs: the captured program and the inputs it was captured for
     captured: Program | None = field(default=None, repr=False)
-    held_inputs: "HeldInputs | None" = field(default=None, repr=False)
+    held_inputs: HeldInputs | None = field(default=None, repr=False)
     reference: Any = field(default=None, repr=False)
     eager: Any = field(default=None, repr=False)  # the captured graph run by PyTorch itself: bisection's reference
     regions: dict = field(default_factory=dict, repr=False)  # name -> the live runner of each fusion region
@@ -156,7 +159,9 @@ class CompileRecord:
         if sa.program is None or sb.program is None:
             raise ValueError(f"step {a if sa.program is None else b} failed and has no program to compare")
         if trace not in sa.program.traces or trace not in sb.program.traces:
-            raise ValueError(f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}")
+            raise ValueError(
+                f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}"
+            )
         return text_diff(sa.program.traces[trace], sb.program.traces[trace],
                          before_name=f"{a} {sa.spec}", after_name=f"{b} {sb.spec}")
 
@@ -168,8 +173,11 @@ class CompileRecord:
         if sa.program is None or sb.program is None:
             raise ValueError(f"step {a if sa.program is None else b} failed and has no program to compare")
         if trace not in sa.program.traces or trace not in sb.program.traces:
-            raise ValueError(f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}")
-        return graph_diff(sa.graph(trace, expand_regions=expand_regions), sb.graph(trace, expand_regions=expand_regions))
+            raise ValueError(
+                f"no {trace!r} trace in both steps; they have {list(sa.program.traces)} and {list(sb.program.traces)}"
+            )
+        return graph_diff(sa.graph(trace, expand_regions=expand_regions),
+                          sb.graph(trace, expand_regions=expand_regions))
 
     # views and tools; each lives in its own module and is imported when used
 
@@ -195,7 +203,7 @@ class CompileRecord:
     # sit above this module; they live in thunderlab.api, which installs them in VERBS. These methods
     # are the same verbs spelled on the record.
 
-    def rerun(self, pipeline: str | None = None) -> "CompileRecord":
+    def rerun(self, pipeline: str | None = None) -> CompileRecord:
         """A new record for an edited pipeline; passes before the first change are reused, not re-run."""
         return _verb("rerun")(self, pipeline)
 
@@ -203,7 +211,7 @@ class CompileRecord:
         """The first step whose program's outputs differ from eager on ``inputs`` (default: the captured ones)."""
         return _verb("bisect")(self, inputs, reference)
 
-    def compare(self, other: "CompileRecord", *, time: bool = True):
+    def compare(self, other: CompileRecord, *, time: bool = True):
         """How the pipeline, the program and (with ``time``) the run time changed from this record to ``other``."""
         return _verb("compare")(self, other, time=time)
 
@@ -213,7 +221,8 @@ class CompileRecord:
         rows = [f" step  {'pass'.ljust(width)}  {'ms':>8}  {'symbols':>10}  verified"]
         for s in self.steps:
             syms = f"{s.symbols_after}" if s.index == 0 else f"{s.symbols_before} -> {s.symbols_after}"
-            ver = "ERROR  " + s.error.splitlines()[0] if s.error else (s.verification.summary() if s.verification else "-")
+            ver = ("ERROR  " + s.error.splitlines()[0] if s.error
+                   else (s.verification.summary() if s.verification else "-"))
             if "kept_whole" in s.notes:
                 ver += f"  ({s.notes['decomposed']} decomposed, {s.notes['kept_whole']} kept whole)"
             rows.append(f" {s.index:>4}  {s.spec.ljust(width)}  {s.ms:>8.1f}  {syms:>10}  {ver}")

@@ -10,7 +10,7 @@ Python, tested without a kernel.
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from thunderlab.executors import region as _region
 from thunderlab.inspect.serialize import RecordPayload, jsonable
@@ -63,7 +63,9 @@ class Handler:
         found = next((r for r in reversed(recs) if r.uid == i), None)
         if found is None:
             kept = f"it keeps records {recs[0].uid}..{recs[-1].uid}" if recs else "nothing has been compiled yet"
-            raise ProtocolError(f"no record {i} in this kernel ({kept}; the oldest are let go, see thunderlab.set_limits)")
+            raise ProtocolError(
+                f"no record {i} in this kernel ({kept}; the oldest are let go, see thunderlab.set_limits)"
+            )
         return found
 
     def _payload(self, i: int) -> RecordPayload:

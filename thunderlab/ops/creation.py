@@ -77,7 +77,9 @@ def arange(start, end=None, step=1, *, dtype=None, layout=None, device=None, pin
     if end is None:
         start, end = 0, start
     if dtype is None:
-        dtype = torch.int64 if builtins.all(isinstance(v, int) for v in (start, end, step)) else torch.get_default_dtype()
+        dtype = (
+            torch.int64 if builtins.all(isinstance(v, int) for v in (start, end, step)) else torch.get_default_dtype()
+        )
     if not (dtype.is_floating_point or dtype.is_complex):  # torch truncates the bounds to integers first
         start, end, step = int(start), int(end), int(step)
     length = builtins.max(0, math.ceil((end - start) / step))

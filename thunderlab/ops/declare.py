@@ -16,7 +16,7 @@ the torch callables and Tensor methods ``mapping`` sends to them.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from thunderlab.core.symbols import Symbol
 

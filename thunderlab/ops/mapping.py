@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
 from thunderlab.core.symbols import Symbol, Tag
 
-from .prims import torch_meta
 from . import torch_ops  # noqa: F401  (every op declared before the tables below are built)
 from .declare import OPAQUE, TORCH_SYMBOLS, on_declare
+from .prims import torch_meta
 
 FUNCTIONS: dict[Callable, Symbol] = {}
 METHODS: dict[str, Symbol] = {}

@@ -102,11 +102,19 @@ def _elementwise_meta(name: str, out_dtype=None):
         _check(bool(ts), f"prims.{name} needs at least one tensor argument")
         a = ts[0]
         for t in ts[1:]:
-            _check(t.shape == a.shape, lambda: f"prims.{name}: shapes differ ({list(a.shape)} vs {list(t.shape)}); broadcast first")
-            _check(t.dtype == a.dtype, lambda: f"prims.{name}: dtypes differ ({a.dtype} vs {t.dtype}); convert first")
-            _check(t.device == a.device, lambda: f"prims.{name}: devices differ ({a.device} vs {t.device})")
+            _check(
+                t.shape == a.shape,
+                lambda t=t: f"prims.{name}: shapes differ ({list(a.shape)} vs {list(t.shape)}); broadcast first",
+            )
+            _check(
+                t.dtype == a.dtype, lambda t=t: f"prims.{name}: dtypes differ ({a.dtype} vs {t.dtype}); convert first"
+            )
+            _check(t.device == a.device, lambda t=t: f"prims.{name}: devices differ ({a.device} vs {t.device})")
         for v in args:
-            _check(isinstance(v, (TensorProxy, Number)), lambda: f"prims.{name}: expected tensors or numbers, got {type(v).__name__}")
+            _check(
+                isinstance(v, (TensorProxy, Number)),
+                lambda v=v: f"prims.{name}: expected tensors or numbers, got {type(v).__name__}",
+            )
         return new_proxy(a.shape, out_dtype or a.dtype, a.device, ts)
 
     return meta
@@ -165,7 +173,10 @@ def _where_meta(pred, a, b):
     ts = _tensors(pred, a, b)
     shape = ts[0].shape
     for t in ts:
-        _check(t.shape == shape, lambda: f"prims.where: shapes differ ({list(shape)} vs {list(t.shape)}); broadcast first")
+        _check(
+            t.shape == shape,
+            lambda t=t: f"prims.where: shapes differ ({list(shape)} vs {list(t.shape)}); broadcast first",
+        )
     _check(not isinstance(pred, TensorProxy) or pred.dtype == torch.bool, "prims.where: the condition must be bool")
     vals = [v for v in (a, b) if isinstance(v, TensorProxy)]
     dtype = vals[0].dtype if vals else torch.get_default_dtype()
@@ -234,7 +245,7 @@ def _broadcast_in_dim_meta(a, shape, broadcast_dimensions):
            f"prims.broadcast_in_dim: {a.ndim} broadcast dimensions needed, got {list(broadcast_dimensions)}")
     for d, s in zip(broadcast_dimensions, a.shape):
         _check(0 <= d < len(shape) and s in (1, shape[d]),
-               lambda: f"prims.broadcast_in_dim: cannot place a dimension of size {s} at {d} of {list(shape)}")
+               lambda s=s, d=d: f"prims.broadcast_in_dim: cannot place a dimension of size {s} at {d} of {list(shape)}")
     return new_proxy(shape, a.dtype, a.device, [a])
 
 
@@ -249,7 +260,10 @@ prim("broadcast_in_dim", _broadcast_in_dim_impl, _broadcast_in_dim_meta, tags={T
 
 
 def _reshape_meta(a, shape):
-    _check(math.prod(shape) == a.numel(), lambda: f"prims.reshape: cannot reshape {list(a.shape)} ({a.numel()} elements) to {list(shape)}")
+    _check(
+        math.prod(shape) == a.numel(),
+        lambda: f"prims.reshape: cannot reshape {list(a.shape)} ({a.numel()} elements) to {list(shape)}",
+    )
     return new_proxy(shape, a.dtype, a.device, [a])
 
 
@@ -257,7 +271,10 @@ prim("reshape", lambda a, shape: a.reshape(shape), _reshape_meta, tags={Tag.VIEW
 
 
 def _transpose_meta(a, permutation):
-    _check(sorted(permutation) == list(range(a.ndim)), lambda: f"prims.transpose: {list(permutation)} is not a permutation of {a.ndim} dims")
+    _check(
+        sorted(permutation) == list(range(a.ndim)),
+        lambda: f"prims.transpose: {list(permutation)} is not a permutation of {a.ndim} dims",
+    )
     return new_proxy(tuple(a.shape[p] for p in permutation), a.dtype, a.device, [a])
 
 
@@ -266,10 +283,16 @@ prim("transpose", lambda a, permutation: a.permute(permutation), _transpose_meta
 
 def _slice_meta(a, start_indices, end_indices, strides=None):
     strides = strides or (1,) * a.ndim
-    _check(len(start_indices) == len(end_indices) == len(strides) == a.ndim, "prims.slice: one start, end and stride per dimension")
+    _check(
+        len(start_indices) == len(end_indices) == len(strides) == a.ndim,
+        "prims.slice: one start, end and stride per dimension",
+    )
     shape = []
     for s, e, st, n in zip(start_indices, end_indices, strides, a.shape):
-        _check(0 <= s <= e <= n and st >= 1, lambda: f"prims.slice: bad range {s}:{e}:{st} for a dimension of size {n}")
+        _check(
+            0 <= s <= e <= n and st >= 1,
+            lambda s=s, e=e, st=st, n=n: f"prims.slice: bad range {s}:{e}:{st} for a dimension of size {n}",
+        )
         shape.append(max(0, (e - s + st - 1) // st))
     return new_proxy(shape, a.dtype, a.device, [a])
 
@@ -284,7 +307,7 @@ prim("slice", _slice_impl, _slice_meta, tags={Tag.VIEW})
 
 def _squeeze_meta(a, dims):
     for d in dims:
-        _check(a.shape[d] == 1, lambda: f"prims.squeeze: dimension {d} has size {a.shape[d]}, not 1")
+        _check(a.shape[d] == 1, lambda d=d: f"prims.squeeze: dimension {d} has size {a.shape[d]}, not 1")
     return new_proxy([s for i, s in enumerate(a.shape) if i not in dims], a.dtype, a.device, [a])
 
 
@@ -295,7 +318,7 @@ def _cat_meta(tensors, dim):
     a = tensors[0]
     for t in tensors[1:]:
         _check(t.ndim == a.ndim and all(x == y for i, (x, y) in enumerate(zip(t.shape, a.shape)) if i != dim),
-               lambda: f"prims.cat: shapes {list(a.shape)} and {list(t.shape)} differ outside dimension {dim}")
+               lambda t=t: f"prims.cat: shapes {list(a.shape)} and {list(t.shape)} differ outside dimension {dim}")
         _check(t.dtype == a.dtype, "prims.cat: dtypes differ; convert first")
     shape = list(a.shape)
     shape[dim] = sum(t.shape[dim] for t in tensors)
@@ -318,7 +341,7 @@ def _pad_impl(a, padding_value, padding_config):
     out_shape = [lo + hi + n + max(n - 1, 0) * it for (lo, hi, it), n in zip(padding_config, a.shape)]
     out = torch.full(out_shape, padding_value, dtype=a.dtype, device=a.device)
     src, dst = [], []
-    for (lo, hi, it), n, m in zip(padding_config, a.shape, out_shape):
+    for (lo, _hi, it), n, m in zip(padding_config, a.shape, out_shape):
         # negative low/high padding crops; positions of input elements in the output
         step = it + 1
         first = lo
@@ -358,7 +381,7 @@ prim("index_put", lambda a, indices, values, accumulate=False: torch.index_put(a
 # -- reductions ---------------------------------------------------------------------------
 def _reduced(a, dims):
     for d in dims:
-        _check(0 <= d < max(a.ndim, 1), lambda: f"reduction dimension {d} out of range for {a.ndim} dims")
+        _check(0 <= d < max(a.ndim, 1), lambda d=d: f"reduction dimension {d} out of range for {a.ndim} dims")
     return [s for i, s in enumerate(a.shape) if i not in dims]
 
 
@@ -381,7 +404,7 @@ def _extremum_meta(name):
     def meta(a, dims):
         for d in dims:
             _check(not (0 <= d < a.ndim) or a.shape[d] != 0,
-                   lambda: f"prims.{name}: dimension {d} has size 0, which has no {name[1:]}imum")
+                   lambda d=d: f"prims.{name}: dimension {d} has size 0, which has no {name[1:]}imum")
         return new_proxy(_reduced(a, dims), a.dtype, a.device, [a])
 
     return meta
@@ -405,7 +428,9 @@ def _var_mean_meta(a, dims, *, correction):
     return new_proxy(shape, out_dtype, a.device, [a]), new_proxy(shape, a.dtype, a.device, [a])
 
 
-prim("var_mean", lambda a, dims, *, correction: torch.var_mean(a, dim=tuple(dims), correction=correction), _var_mean_meta)
+prim(
+    "var_mean", lambda a, dims, *, correction: torch.var_mean(a, dim=tuple(dims), correction=correction), _var_mean_meta
+)
 
 
 def _argmax_meta(a, dim):
@@ -415,7 +440,11 @@ def _argmax_meta(a, dim):
 
 prim("argmax", lambda a, dim: torch.argmax(a, dim), _argmax_meta)
 prim("argmin", lambda a, dim: torch.argmin(a, dim), _argmax_meta)
-prim("cumsum", lambda a, dim: torch.cumsum(a, dim, dtype=a.dtype), lambda a, dim: new_proxy(a.shape, a.dtype, a.device, [a]))
+prim(
+    "cumsum",
+    lambda a, dim: torch.cumsum(a, dim, dtype=a.dtype),
+    lambda a, dim: new_proxy(a.shape, a.dtype, a.device, [a]),
+)
 
 
 def _topk_meta(a, k, dim, largest, sorted):

@@ -10,7 +10,7 @@ symbol really draws for these arguments (dropout with ``p == 0`` does not).
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from thunderlab.core.symbols import Symbol
 
@@ -51,7 +51,9 @@ class RuleTable(dict):
         key = _key(key)
         old = self.get(key)
         if old is not None and old is not fn and not override:
-            where = f"{getattr(old, '__module__', '?')}:{getattr(getattr(old, '__code__', None), 'co_firstlineno', '?')}"
+            where = (
+                f"{getattr(old, '__module__', '?')}:{getattr(getattr(old, '__code__', None), 'co_firstlineno', '?')}"
+            )
             raise RuleConflict(f"{key} already has {self.what} (from {where}); one rule per symbol: remove one, "
                                f"or register the new one with override=True")
         self[key] = fn
@@ -70,7 +72,8 @@ def draws(b) -> bool:
     return True if rule is None else bool(rule(b.params))
 
 
-# the decorators an op's module uses beside its declaration: ``@derivative(op)``, ``@residuals(op)``, ``@draws_when(op)``
+# the decorators an op's module uses beside its declaration: ``@derivative(op)``, ``@residuals(op)``,
+# ``@draws_when(op)``
 derivative = VJP.register
 residuals = RESIDUALS.register
 draws_when = DRAWS.register

@@ -31,9 +31,11 @@ from __future__ import annotations
 from thunderlab.core.symbols import Symbol
 
 # imported for their declarations, in dependency order
+# isort: off
 from . import elementwise, creation, conversion, shape, views, reductions, activations  # noqa: F401
 from . import linalg, normalization, randomness, attention, losses, embedding, convolution  # noqa: F401
 from . import vjp  # noqa: F401  (the prims' derivative rules and ltorch.eager_vjp)
+# isort: on
 from .declare import LTORCH, TORCH_SYMBOLS, opaque_symbol, torchsymbol
 
 __all__ = ["TORCH_SYMBOLS", "LTORCH", "torchsymbol", "opaque_symbol"]

@@ -45,7 +45,9 @@ def _reshape(a, *shape):
 
 
 view = torchsymbol(torch.Tensor.view, name="view", methods=("view",), tags=VIEW)(_reshape)
-reshape = torchsymbol(torch.reshape, name="reshape", methods=("reshape",), impl=torch.Tensor.reshape, tags=VIEW)(_reshape)
+reshape = torchsymbol(torch.reshape, name="reshape", methods=("reshape",), impl=torch.Tensor.reshape, tags=VIEW)(
+    _reshape
+)
 
 
 @torchsymbol(torch.Tensor.view_as, methods=("view_as", "reshape_as"), tags=VIEW)
@@ -67,7 +69,9 @@ def squeeze(a, dim=None):
         dims = tuple(i for i, s in enumerate(a.shape) if s == 1)
     else:
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        dims = tuple(sorted({canonical_dim(d, a.ndim) for d in dims if a.ndim and a.shape[canonical_dim(d, a.ndim)] == 1}))
+        dims = tuple(
+            sorted({canonical_dim(d, a.ndim) for d in dims if a.ndim and a.shape[canonical_dim(d, a.ndim)] == 1})
+        )
     return prims.squeeze(a, dims)
 
 
@@ -239,7 +243,12 @@ index = opaque_symbol("index", impl=operator.getitem, signature=lambda a, key: N
 
 def _advanced(a, key):
     tensors = [k for k in key if is_tensor(k)]
-    if len(key) == 1 and len(tensors) == 1 and not tensors[0].dtype.is_floating_point and tensors[0].dtype != torch.bool:
+    if (
+        len(key) == 1
+        and len(tensors) == 1
+        and not tensors[0].dtype.is_floating_point
+        and tensors[0].dtype != torch.bool
+    ):
         return prims.take(a, tensors[0], 0)
     return index(a, key)
 

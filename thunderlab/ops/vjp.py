@@ -484,7 +484,11 @@ def matmul_by_prims(b, g):
     c2 = prims.reshape(c, c.shape + (1,)) if c.ndim == 1 else c
     g2 = g
     if a.ndim == 1:
-        g2 = prims.reshape(g2, g2.shape[:-1] + (1,) + g2.shape[-1:]) if c.ndim > 1 else prims.reshape(g2, g2.shape + (1,))
+        g2 = (
+            prims.reshape(g2, g2.shape[:-1] + (1,) + g2.shape[-1:])
+            if c.ndim > 1
+            else prims.reshape(g2, g2.shape + (1,))
+        )
     if c.ndim == 1:
         g2 = prims.reshape(g2, g2.shape + (1,))
     ga = sum_to(prims.matmul(g2, _mT(c2)), a2.shape)

@@ -5,4 +5,5 @@ from .runner import run_pipeline
 
 DEFAULT_PIPELINE = "dce,cse,autodiff,remat,claim,fuse,del"
 
-__all__ = ["DEFAULT_PIPELINE", "REGISTRY", "Pass", "PassSpec", "Pipeline", "PipelineError", "register_pass", "run_pipeline"]
+__all__ = ["DEFAULT_PIPELINE", "REGISTRY", "Pass", "PassSpec", "Pipeline", "PipelineError", "register_pass",
+           "run_pipeline"]

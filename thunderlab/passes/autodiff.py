@@ -177,7 +177,9 @@ def split(trace: Trace) -> Program | None:
     bw.bound_symbols = dce_trace(bw).bound_symbols
     defined = {p.name for b in bw.bound_symbols for p in b.outputs} | {g.name for g in grad_inputs}
     saved, names = [], set()
-    for v in [p for b in bw.bound_symbols for p in b.inputs] + [p for p in tree_flatten(bw.output) if isinstance(p, TensorProxy)]:
+    for v in [p for b in bw.bound_symbols for p in b.inputs] + [
+        p for p in tree_flatten(bw.output) if isinstance(p, TensorProxy)
+    ]:
         if v.name not in defined and v.name not in names:
             names.add(v.name)
             saved.append(v)

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from thunderlab.core.program import Program
 
-REGISTRY: dict[str, type["Pass"]] = {}
+REGISTRY: dict[str, type[Pass]] = {}
 
 
 class PipelineError(ValueError):
@@ -42,7 +42,7 @@ class Pass:
         """Facts about what this pass did, for the record (derived, never stored by the pass)."""
         return {}
 
-    def in_pipeline(self, following: tuple["PassSpec", ...]) -> "Pass":
+    def in_pipeline(self, following: tuple[PassSpec, ...]) -> Pass:
         """This pass as it runs with ``following`` after it in a pipeline.
 
         Itself, unless an option set to "auto" is decided by what comes later (remat asks
@@ -130,7 +130,7 @@ class Pipeline:
         self.specs: list[PassSpec] = list(specs)
 
     @classmethod
-    def parse(cls, text: "str | Pipeline") -> "Pipeline":
+    def parse(cls, text: str | Pipeline) -> Pipeline:
         if isinstance(text, Pipeline):
             return text
         if not isinstance(text, str):
@@ -150,8 +150,9 @@ class Pipeline:
                     k, v = (x.strip() for x in part.split("=", 1))
                     given = dict(options)
                     if k in given:
-                        raise PipelineError(f"option {k!r} of pass {name!r} is given twice ({k}={given[k]} and {k}={v}); "
-                                            f"give it once")
+                        raise PipelineError(
+                            f"option {k!r} of pass {name!r} is given twice ({k}={given[k]} and {k}={v}); give it once"
+                        )
                     options.append((k, v))
             specs.append(PassSpec(name, tuple(options), enabled=not disabled))
             pos = m.end()
@@ -178,8 +179,10 @@ class Pipeline:
                                         f"add {req!r} earlier in the pipeline")
             if p.last and i != len(specs) - 1:
                 after = specs[i + 1:]
-                raise PipelineError(f"pass {spec.name!r} must be the last pass, but "
-                                    f"{', '.join(repr(s.name) for s in after)} follow{'s' if len(after) == 1 else ''} it")
+                raise PipelineError(
+                    f"pass {spec.name!r} must be the last pass, but "
+                    f"{', '.join(repr(s.name) for s in after)} follow{'s' if len(after) == 1 else ''} it"
+                )
             if not p.repeatable and spec.name in seen:
                 warnings.warn(f"pass {spec.name!r} appears more than once in {str(self)!r}; its second run changes "
                               f"nothing", PipelineWarning, stacklevel=3)

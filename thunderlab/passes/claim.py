@@ -64,10 +64,12 @@ class Claim(Pass):
             names = sorted(n for n, (sym, _, _) in TORCH_SYMBOLS.items() if sym.decomposition is not None)
             close = sorted({c for u in unknown for c in difflib.get_close_matches(u, names, n=3, cutoff=0.6)})
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise PipelineError(f"claim: decompose names {', '.join(map(repr, unknown))}, which "
-                                f"{'is not a torch-level symbol' if len(unknown) == 1 else 'are not torch-level symbols'}"
-                                f"{hint} (valid: 'all' or any of the {len(names)} symbols with a decomposition, e.g. "
-                                f"{', '.join(names[:6])}; thunderlab.ops.torch_ops.TORCH_SYMBOLS lists them)")
+            raise PipelineError(
+                f"claim: decompose names {', '.join(map(repr, unknown))}, which "
+                f"{'is not a torch-level symbol' if len(unknown) == 1 else 'are not torch-level symbols'}"
+                f"{hint} (valid: 'all' or any of the {len(names)} symbols with a decomposition, e.g. "
+                f"{', '.join(names[:6])}; thunderlab.ops.torch_ops.TORCH_SYMBOLS lists them)"
+            )
 
     def __call__(self, program: Program) -> Program:
         exs = [get_executor(n) for n in (self.executors or default_order())]

@@ -9,7 +9,6 @@ from thunderlab.core.trace import Trace
 
 from .base import Pass, register_pass
 
-
 # a write must happen; an unused draw still advances the generator, which later draws read
 _EFFECTS = frozenset({Tag.SIDE_EFFECT, Tag.RANDOM})
 

@@ -126,7 +126,7 @@ class Remat(Pass):
         if self.recompute not in POLICIES:
             raise PipelineError(f"remat: recompute={self.recompute!r}; valid: {', '.join(POLICIES)}")
 
-    def in_pipeline(self, following) -> "Remat":
+    def in_pipeline(self, following) -> Remat:
         if self.recompute != "auto":
             return self
         policy, why = auto_policy(following)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import gc
 import time
 import traceback
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -255,7 +255,7 @@ def verify(program: Program, inputs=None, reference=None, checked: dict | None =
     return Verification(ok, max_error=err, detail=why)
 
 
-def run_pipeline(program: Program, pipeline: "str | Pipeline", *, observer: Observer | None = None,
+def run_pipeline(program: Program, pipeline: str | Pipeline, *, observer: Observer | None = None,
                  inputs=None, reference=None, first_index: int = 1) -> tuple[list[Step], Program, str | None]:
     """Run each enabled pass in order; returns (steps, final program, error or None).
 
@@ -354,11 +354,12 @@ class Bisection:
                 f"(checked steps {', '.join(map(str, self.checked))})")
 
 
-def bisect(record, inputs=None, reference=None) -> "Bisection | None":
+def bisect(record, inputs=None, reference=None) -> Bisection | None:
     """Binary search over a record's steps for the first whose program disagrees with eager.
 
-    ``inputs`` are the captured graph's inputs, in ``record.inputs`` order; they default to the inputs the record was compiled for; ``reference`` (the eager
-    outputs) defaults to the record's, else to running the captured program with torch.
+    ``inputs`` are the captured graph's inputs, in ``record.inputs`` order; they default to the inputs the record
+    was compiled for; ``reference`` (the eager outputs) defaults to the record's, else to running the captured
+    program with torch.
     Returns None when the final program agrees.
     """
     inputs = inputs if inputs is not None else record.example_inputs

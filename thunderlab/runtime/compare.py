@@ -45,8 +45,11 @@ class RecordComparison:
         return self.seconds[0] / self.seconds[1] if self.seconds else None
 
     def __str__(self) -> str:
-        lines = [f"pipeline  a: {self.a.pipeline}", f"          b: {self.b.pipeline}",
-                 f"symbols   {self.symbols[0]} -> {self.symbols[1]}; fusion regions {self.regions[0]} -> {self.regions[1]}"]
+        lines = [
+            f"pipeline  a: {self.a.pipeline}",
+            f"          b: {self.b.pipeline}",
+            f"symbols   {self.symbols[0]} -> {self.symbols[1]}; fusion regions {self.regions[0]} -> {self.regions[1]}",
+        ]
         if self.seconds:
             lines.append(f"call time {self.seconds[0] * 1e3:.3f} ms -> {self.seconds[1] * 1e3:.3f} ms "
                          f"(b is {self.speedup:.2f}x as fast as a)")
@@ -70,7 +73,9 @@ def compare_records(a: CompileRecord, b: CompileRecord, *, time: bool = True) ->
 
     if a.program is None or b.program is None:
         raise ValueError("both records need a final program to compare")
-    diff = text_diff(a.program.forward, b.program.forward, before_name=f"a: {a.pipeline}", after_name=f"b: {b.pipeline}")
+    diff = text_diff(
+        a.program.forward, b.program.forward, before_name=f"a: {a.pipeline}", after_name=f"b: {b.pipeline}"
+    )
     n = max(len(a.steps), len(b.steps))
     rows = []
     for i in range(n):
@@ -83,5 +88,6 @@ def compare_records(a: CompileRecord, b: CompileRecord, *, time: bool = True) ->
                 "compile with keep_inputs=True to time later)")
     elif time:
         seconds = (time_program(a), time_program(b))
-    return RecordComparison(a, b, diff, (a.program.count(), b.program.count()), (_regions(a), _regions(b)), seconds, rows,
-                            note)
+    return RecordComparison(
+        a, b, diff, (a.program.count(), b.program.count()), (_regions(a), _regions(b)), seconds, rows, note
+    )

@@ -4,11 +4,12 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
+from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from thunderlab.core.program import Program
 from thunderlab.core.trace import Trace
 from thunderlab.executors.base import bind
@@ -17,10 +18,7 @@ from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import eager_reference, verify
 
-from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from .autograd import training_callable
-
-
 
 _RECORDS: list[CompileRecord] = []
 # called with each record once its pipeline has run (the JupyterLab sidebar listens here)
@@ -99,7 +97,9 @@ def _meta(a):
 def describe_input(a) -> str:
     if isinstance(a, torch.Tensor):
         dims = ", ".join(str(s) for s in a.shape)
-        return f"{a.device.type} {str(a.dtype).replace('torch.', '')}[{dims}]" + (" requires_grad" if a.requires_grad else "")
+        return f"{a.device.type} {str(a.dtype).replace('torch.', '')}[{dims}]" + (
+            " requires_grad" if a.requires_grad else ""
+        )
     return repr(a)
 
 
@@ -196,14 +196,18 @@ class CompiledGraph:
         record.captured, record.reference, record.eager = program, reference, self.eager
         # verify=True checks re-runs against eager too, on these inputs: asking for it keeps them
         record.held_inputs = HeldInputs(full_inputs, strong=self.options.keep_inputs or self.options.verify)
-        record.steps.append(Step(0, "capture", capture_s, program, 0, program.count(), verify(program, full_inputs, reference)))
+        record.steps.append(
+            Step(0, "capture", capture_s, program, 0, program.count(), verify(program, full_inputs, reference))
+        )
         try:  # steps reach the record as they finish, so an interrupted compile keeps them
             _steps, final, error = run_pipeline(program, self.options.pipeline, observer=record.steps.append,
                                                 inputs=full_inputs if reference is not None else None,
                                                 reference=reference)
         except KeyboardInterrupt:
-            record.error = (f"interrupted (KeyboardInterrupt) at step {record.steps[-1].index} {record.steps[-1].spec!r}; "
-                            f"nothing was cached, so the next call compiles again")
+            record.error = (
+                f"interrupted (KeyboardInterrupt) at step {record.steps[-1].index} {record.steps[-1].spec!r}; "
+                f"nothing was cached, so the next call compiles again"
+            )
             raise
         bad = next((s for s in record.steps if s.verification is not None and not s.verification.ok), None)
         if error is None and bad is not None:

@@ -36,7 +36,9 @@ def profile_call(fn, *args, **kwargs) -> tuple[object, dict[str, list[dict]]]:
         row["count"] += 1
         row["self_cpu_us"] += ev.self_cpu_time_total
         row["device_us"] += getattr(ev, "self_device_time_total", 0.0) or 0.0
-    return result, {r: sorted(rows.values(), key=lambda x: -(x["device_us"] or x["self_cpu_us"])) for r, rows in table.items()}
+    return result, {
+        r: sorted(rows.values(), key=lambda x: -(x["device_us"] or x["self_cpu_us"])) for r, rows in table.items()
+    }
 
 
 def _region_of(ev) -> str:
