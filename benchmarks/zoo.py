@@ -162,7 +162,8 @@ def main():
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
             "threads": torch.get_num_threads(), "executors": os.environ["THUNDERLAB_EXECUTORS"],
-            "clock": args.clock, "rounds": args.rounds, "attn": args.attn, "modes": modes, "compile_models": sorted(compiled)}
+            "clock": args.clock, "rounds": args.rounds, "attn": args.attn, "modes": modes,
+            "compile_models": sorted(compiled)}
     by_name = {e.name: e for e in ZOO}
     unknown = [n for n in names if n not in by_name]
     if unknown:

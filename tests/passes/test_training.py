@@ -283,7 +283,8 @@ def test_torch_func_grad_through_a_jitted_function_matches_eager():
     j = thunderlab.jit(f)
     x, w = torch.randn(2, 4), torch.randn(3, 4, requires_grad=True)
     j(x, w).backward()  # compiled for training first; torch.func.grad then runs under a functorch transform
-    torch.testing.assert_close(torch.func.grad(lambda w: j(x, w))(w.detach()), torch.func.grad(lambda w: f(x, w))(w.detach()))
+    want = torch.func.grad(lambda w: f(x, w))(w.detach())
+    torch.testing.assert_close(torch.func.grad(lambda w: j(x, w))(w.detach()), want)
 
 
 def _split(fn, *args):
@@ -360,7 +361,8 @@ def test_enable_grad_inside_a_function_called_under_no_grad():
 def test_cnn_backward_calls_eager_backward_kernels():
     """Convolution, batch norm and pooling differentiate to the kernels eager autograd calls, with nothing re-run."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU6(inplace=True),
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
+                                torch.nn.ReLU6(inplace=True),
                                 torch.nn.MaxPool2d(2), torch.nn.Conv2d(4, 4, 3, stride=2, groups=2, bias=False),
                                 torch.nn.AvgPool2d(2), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
                                 torch.nn.Linear(4, 2)).train()
@@ -370,9 +372,10 @@ def test_cnn_backward_calls_eager_backward_kernels():
     j(x).square().sum().backward()
     ref(x).square().sum().backward()
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"grad of {name}: {m}")
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5,
+                                   msg=lambda m, name=name: f"grad of {name}: {m}")
     for (name, b), c in zip(model.named_buffers(), ref.buffers()):
-        torch.testing.assert_close(b, c, msg=lambda m: f"buffer {name}: {m}")
+        torch.testing.assert_close(b, c, msg=lambda m, name=name: f"buffer {name}: {m}")
     program = thunderlab.last_record(j).program
     fw, bw = program.forward.python(source=False), program.traces["backward"].python(source=False)
     assert "eager_vjp" not in bw, bw
@@ -383,7 +386,8 @@ def test_cnn_backward_calls_eager_backward_kernels():
 
 
 class _StandardizedConv(torch.nn.Conv2d):
-    """BiT's convolution: the weight standardized by a batch norm without running statistics, then ``padding='same'``."""
+    """BiT's convolution: the weight standardized by a batch norm without running statistics,
+    then ``padding='same'``."""
 
     def forward(self, x):
         w = torch.nn.functional.batch_norm(self.weight.reshape(1, self.out_channels, -1), None, None, training=True,
@@ -410,7 +414,8 @@ def test_group_norm_and_string_padding_differentiate_to_eager_backward_kernels()
     out.square().sum().backward()
     want.square().sum().backward()
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=lambda m: f"grad of {name}: {m}")
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5,
+                                   msg=lambda m, name=name: f"grad of {name}: {m}")
     program = thunderlab.last_record(j).program
     fw, bw = program.forward.python(source=False), program.traces["backward"].python(source=False)
     assert "eager_vjp" not in bw and "ltorch.conv2d(" not in fw, fw + bw

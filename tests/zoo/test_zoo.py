@@ -47,10 +47,12 @@ def test_zoo_tables_from_split_runs_merge_case_by_case(tmp_path):
     def row(case, model, attn, modes, **timing):
         return {"case": case, "model": model, "attn": attn, "family": "x", "modes": modes, **timing}
 
-    ok, bad = {"status": "pass", "detail": "", "first_call_s": 1.0}, {"status": "error", "detail": "E", "first_call_s": None}
+    ok = {"status": "pass", "detail": "", "first_call_s": 1.0}
+    bad = {"status": "error", "detail": "E", "first_call_s": None}
     ratio = {"vs_eager": {"median": 1.2, "lo95": 1.1, "hi95": 1.3, "rounds": 5}}
     a = {"meta": {"date": "2026-01-01T00:00:00+00:00"},
-         "rows": [row("resnet", "resnet", None, {"jit": ok, "train": bad}), row("bert-sdpa", "bert", "sdpa", {"jit": ok})]}
+         "rows": [row("resnet", "resnet", None, {"jit": ok, "train": bad}),
+                  row("bert-sdpa", "bert", "sdpa", {"jit": ok})]}
     b = {"meta": {"date": "2026-01-02T00:00:00+00:00"},
          "rows": [row("resnet", "resnet", None, {"train": ok}, train=ratio)]}
     paths = []

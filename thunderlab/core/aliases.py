@@ -87,7 +87,8 @@ def alias_change(actual: set, expected: set) -> str:
         return f"output {i} shares memory with {what} {j}"
 
     for fact in sorted(expected - actual):
-        return f"aliasing: {words(fact)} in eager, not in the program (the program returns a copy where eager returns a view)"
+        return (f"aliasing: {words(fact)} in eager, not in the program "
+                "(the program returns a copy where eager returns a view)")
     for fact in sorted(actual - expected):
         return f"aliasing: {words(fact)} in the program, not in eager (a write to one would show in the other)"
     return ""
