@@ -117,9 +117,8 @@ def test_no_import_cycle_outside_ops():
     assert not groups, "import cycles among thunderlab's modules:\n" + _describe(groups)
 
 
-# The torch-level op modules (torch_ops, torch_shape_ops, torch_nn_ops, the vjp tables) still import
-# each other by star import; untangling them is the op-declaration change. When that lands this
-# test passes, and strict xfail turns the pass into a failure: delete the marker then.
+# The op modules on their own: declaration tables (declare, rules) below the op families, the
+# families below the index (torch_ops) and the torch -> symbol mapping.
 def test_no_import_cycle_in_ops():
     groups = cycles(only=_in_ops)
     assert not groups, "import cycles among thunderlab's modules:\n" + _describe(groups)
