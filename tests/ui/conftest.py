@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -43,6 +44,28 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def lab_home(root: Path, labext: Path) -> tuple[dict, Path]:
+    """An isolated Jupyter home under ``root`` that loads the extension built at ``labext``.
+
+    Returns (environment for the server, the user-settings folder). JUPYTER_PREFER_ENV_PATH=0: the
+    data dir made here comes before the venv's, whose thunderlab may be another build; JupyterLab's
+    news is off.
+    """
+    if not (labext / "package.json").exists():
+        pytest.fail(f"the JupyterLab extension is not built ({labext}): run `make lab`")
+    env = dict(os.environ, THUNDERLAB_EXECUTORS="torch", JUPYTER_PREFER_ENV_PATH="0")
+    for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
+        (root / var.lower()).mkdir()
+        env[var] = str(root / var.lower())
+    (root / "jupyter_data_dir" / "labextensions").mkdir()
+    (root / "jupyter_data_dir" / "labextensions" / "thunderlab").symlink_to(labext)
+    settings = root / "jupyter_config_dir" / "lab" / "user-settings"
+    news = settings / "@jupyterlab" / "apputils-extension"
+    news.mkdir(parents=True)
+    (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    return env, settings
 
 
 @contextlib.contextmanager

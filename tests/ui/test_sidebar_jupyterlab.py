@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ui.conftest import jupyterlab_server
+from tests.ui.conftest import jupyterlab_server, lab_home
 
 REPO = Path(__file__).parents[2]
 LABEXT = REPO / "thunderlab" / "jupyter" / "labextension"
@@ -52,20 +52,8 @@ def _notebook() -> dict:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if not (LABEXT / "package.json").exists():
-        pytest.fail(f"the JupyterLab extension is not built ({LABEXT}): run `make lab`")
     root = tmp_path_factory.mktemp("sidebar")
-    # JUPYTER_PREFER_ENV_PATH=0: the data dir below comes before the venv's, whose thunderlab may be another build
-    env = dict(os.environ, THUNDERLAB_EXECUTORS="torch", JUPYTER_PREFER_ENV_PATH="0")
-    for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
-        (root / var.lower()).mkdir()
-        env[var] = str(root / var.lower())
-    # this checkout's build of the extension, whatever the venv has installed
-    (root / "jupyter_data_dir" / "labextensions").mkdir()
-    (root / "jupyter_data_dir" / "labextensions" / "thunderlab").symlink_to(LABEXT)
-    news = root / "jupyter_config_dir" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    news.mkdir(parents=True)
-    (news / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    env, _ = lab_home(root, LABEXT)
     work = root / "work"
     work.mkdir()
     (work / "sidebar.ipynb").write_text(json.dumps(_notebook()))

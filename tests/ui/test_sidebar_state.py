@@ -4,30 +4,17 @@ A real JupyterLab server and Debian's headless Chromium: the user's setting for 
 graph view, and the record, step and view a notebook showed come back after the page is reloaded.
 """
 import json
-import os
 
 import pytest
 
-from tests.ui.conftest import jupyterlab_server
+from tests.ui.conftest import jupyterlab_server, lab_home
 from tests.ui.test_sidebar_jupyterlab import ARTIFACTS, LABEXT, _notebook, _run_cell, _wait_state
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if not (LABEXT / "package.json").exists():
-        pytest.fail(f"the JupyterLab extension is not built ({LABEXT}): run `make lab`")
     root = tmp_path_factory.mktemp("sidebar-state")
-    env = dict(os.environ, THUNDERLAB_EXECUTORS="torch", JUPYTER_PREFER_ENV_PATH="0")
-    for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
-        (root / var.lower()).mkdir()
-        env[var] = str(root / var.lower())
-    (root / "jupyter_data_dir" / "labextensions").mkdir()
-    (root / "jupyter_data_dir" / "labextensions" / "thunderlab").symlink_to(LABEXT)
-    settings = root / "jupyter_config_dir" / "lab" / "user-settings"
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        '{"fetchNews": "false"}'
-    )
+    env, settings = lab_home(root, LABEXT)
     # the user's thunderlab settings, as the Settings Editor writes them: no grouping in graphs
     (settings / "thunderlab").mkdir()
     (settings / "thunderlab" / "sidebar.jupyterlab-settings").write_text('{"grouping": "none", "collapseAbove": 300}')
