@@ -11,7 +11,6 @@ import ast
 from pathlib import Path
 
 import networkx as nx
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "thunderlab"
@@ -140,9 +139,6 @@ def test_no_private_name_imported_within_ops():
     assert not bad, "private names crossing modules (give them a public name in one module):\n" + "\n".join(bad)
 
 
-# executors/inductor.py still sets Inductor's output-code hook (GraphLowering.save_output_code) with
-# mock.patch while it compiles: compile_fx's returned graph does not carry the whole module on a cache hit
-@pytest.mark.xfail(strict=True, reason="inductor's kernel source is caught through Inductor's save_output_code hook")
 def test_no_module_patches_other_code_at_run_time():
     """Production code never uses unittest.mock: patching another library's code is process-wide state."""
     users = sorted(a for a, path in MODULES.items()

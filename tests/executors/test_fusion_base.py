@@ -82,3 +82,30 @@ def test_compiling_with_inductor_leaves_the_environment_alone(monkeypatch):
     after = dict(os.environ)
     assert after.pop("TORCHINDUCTOR_CACHE_DIR", default_cache_dir()) == os.path.abspath(default_cache_dir())
     assert after == before
+
+
+def test_inductor_kernel_source_is_the_generated_module_compiled_or_cached(monkeypatch):
+    """The region's source is the module Inductor wrote, also when Inductor reads it back from its caches,
+    and no other library's code is patched to get it."""
+    from torch._inductor.graph import GraphLowering
+
+    from thunderlab.executors import inductor
+
+    calls = []
+    real = inductor.compile_region
+    monkeypatch.setattr(inductor, "compile_region", lambda *a: calls.append(a) or real(*a))
+    f = lambda x: (x.cos() * 5).tanh()  # noqa: E731
+    j = thunderlab.jit(f, pipeline="claim{executors=inductor+torch},fuse,del", tiered=False)
+    x = torch.randn(32)
+    torch.testing.assert_close(j(x), f(x))
+    (first,) = thunderlab.last_record(j).regions["inductor0"].source
+    assert "def call(" in first and "cpp_fused" in first, first[:300]
+    assert GraphLowering.save_output_code is None
+    # the same region again, past thunderlab's memo: TorchDynamo and AOTAutograd compile it anew and Inductor
+    # answers from its caches
+    (key, region, args), = calls
+    del inductor._compiled[key]
+    fn, again = real(key, region, args)
+    assert again == [first]
+    (out,) = fn(*args)  # a region returns its outputs as a list
+    torch.testing.assert_close(out, f(x))

@@ -79,10 +79,7 @@ def compile_region(key, region, args):
         hit = _compiled.get(key)
     if hit is not None:
         return hit
-    from unittest import mock
-
     from torch._inductor.compile_fx import compile_fx
-    from torch._inductor.graph import GraphLowering
 
     captured: list = []
 
@@ -94,19 +91,23 @@ def compile_region(key, region, args):
         return compiled
 
     guarded = torch.compile(bind(region, traced=True), backend=backend, fullgraph=True, dynamic=False)
-    source: list[str] = []
-    # Inductor hands each generated module (compiled now or read from its cache) to this hook, which
-    # it declares for the purpose (GraphLowering.save_output_code); the compiled graph it returns
-    # does not keep the whole module on a cache hit. Setting the hook is process-wide while it is set:
-    # a known limit, kept until Inductor offers a per-compile way (see tests/test_imports.py).
-    with mock.patch.object(GraphLowering, "save_output_code", staticmethod(source.append)), torch.no_grad():
+    with torch.no_grad():
         guarded(*args)  # compiles, with the first call's real inputs (their types and strides)
-    if not source:
-        source.append("# Inductor handed back no kernel source for this region")
+    source = kernel_source(compiled for _, compiled in captured)
     fn = _direct(region, captured, guarded)
     with _lock:
         _compiled[key] = (fn, source)
     return fn, source
+
+
+def kernel_source(compiled_graphs) -> list[str]:
+    """The Python module Inductor generated for each compiled graph (its kernels and their calls).
+
+    Inductor's compiled graph carries the module it wrote (``source_code``), whether it was compiled now or
+    read from Inductor's caches; a graph without it is said in a comment.
+    """
+    source = [code for code in (getattr(c, "source_code", None) for c in compiled_graphs) if code]
+    return source or ["# Inductor handed back no kernel source for this region"]
 
 
 def _direct(region, captured, guarded):
