@@ -112,13 +112,16 @@ def _stub_nvfuser_direct(calls):
     return m
 
 
-@pytest.mark.parametrize("name", sorted(nv.TRANSLATIONS))
+TRANSLATED = sorted(k.removeprefix("prims.") for k in nv.TRANSLATIONS)
+
+
+@pytest.mark.parametrize("name", TRANSLATED)
 def test_translation(name, monkeypatch):
     specs, build = _sample(name)
     tr = region(specs, build)
     assert all(nv.translatable(b) == (True, "") for b in tr.bound_symbols)
     text = nv.definition_text(tr)
-    assert f"fd.ops.{nv.TRANSLATIONS[name].op}(" in text
+    assert f"fd.ops.{nv.TRANSLATIONS['prims.' + name].op}(" in text
     assert text.count("= fd.define_tensor(shape=[") == len(specs)
     assert text.count("fd.add_output(") == len(tr.output_proxies())
     code = compile(text, f"<nvfuser {name}>", "exec")
@@ -127,12 +130,22 @@ def test_translation(name, monkeypatch):
     ns: dict = {}
     exec(code, ns)
     ns["nvfuser_fusion"](ns["FusionDefinition"]())
-    assert nv.TRANSLATIONS[name].op in calls and calls.count("add_output") == len(tr.output_proxies())
+    assert nv.TRANSLATIONS[f"prims.{name}"].op in calls and calls.count("add_output") == len(tr.output_proxies())
 
 
 def test_every_prim_is_translated_or_says_why():
-    assert set(nv.TRANSLATIONS) | set(nv.NOT_TRANSLATED) == set(prims.PRIMS)
+    assert set(nv.TRANSLATIONS) | set(nv.NOT_TRANSLATED) == {p.qualname for p in prims.PRIMS.values()}
     assert not set(nv.TRANSLATIONS) & set(nv.NOT_TRANSLATED)
+
+
+def test_one_translation_per_prim():
+    from thunderlab.ops.rules import RuleConflict
+
+    rule = nv.TRANSLATIONS["prims.abs"]
+    with pytest.raises(RuleConflict, match=r"prims\.abs already has an nvFuser translation"):
+        nv.TRANSLATIONS.add("prims.abs", nv.Rule("abs", rule.translate))
+    nv.TRANSLATIONS.add("prims.abs", rule, override=True)  # said on purpose: allowed
+    assert nv.TRANSLATIONS["prims.abs"] is rule
 
 
 def _layer_norm(x, w):
@@ -346,7 +359,7 @@ def _real(spec, name):
     return torch.randn(shape, dtype=dtype, device="cuda")
 
 
-@pytest.mark.parametrize("name", sorted(nv.TRANSLATIONS))
+@pytest.mark.parametrize("name", TRANSLATED)
 def test_nvfuser_matches_eager(name):
     pytest.importorskip("nvfuser_direct")
     if not torch.cuda.is_available():

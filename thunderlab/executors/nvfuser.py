@@ -1,6 +1,8 @@
 """The nvFuser executor: translates fusion regions of prims into nvFuser definitions (CUDA only).
 
-One rule table, ``TRANSLATIONS`` (prim name -> rule), is written once against an ``fd``
+One rule table, ``TRANSLATIONS`` (a prim's printed name such as ``"prims.add"`` -> rule, one rule per prim:
+a second one for the same prim raises ``RuleConflict`` unless added with ``override=True``), is written once
+against an ``fd``
 object. Run against the live nvFuser ``FusionDefinition`` it builds the real fusion; run
 against ``_Recorder``, a stand-in that writes down each call, it prints the definition as
 Python text. Text and real definition therefore cannot disagree, and the text can be
@@ -26,6 +28,7 @@ import torch
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, Symbol
 from thunderlab.core.trace import Trace, region_trace
+from thunderlab.ops.rules import RuleTable
 
 from .base import register_executor
 from .fusion import FusionExecutor
@@ -140,13 +143,13 @@ def _iota(c, b):
                       c.scalar(b.kwargs["step"], dtype), dtype=c.dt(dtype))
 
 
-TRANSLATIONS: dict[str, Rule] = {}
+TRANSLATIONS = RuleTable("an nvFuser translation")
 for _n in ("abs neg exp exp2 expm1 log log1p log2 log10 sin cos tan asin acos atan sinh cosh tanh asinh acosh "
            "atanh sqrt rsqrt reciprocal erf erfc erfinv floor ceil round trunc sign lgamma bitwise_not sigmoid "
            "isnan isinf isfinite signbit logical_not add sub mul remainder fmod pow maximum minimum atan2 "
            "bitwise_and bitwise_or bitwise_xor eq ne lt le gt ge logical_and logical_or").split():
-    TRANSLATIONS[_n] = _elementwise(_n)
-TRANSLATIONS.update({
+    TRANSLATIONS.add(f"prims.{_n}", _elementwise(_n))
+_NAMED = {  # prim -> rule, where the nvFuser op or its arguments differ from the prim's
     "div": Rule("div", _elementwise("div").translate, _no_int),
     "where": Rule("where", _where),
     # nvFuser has no logical_xor: ne of the operands cast to bool
@@ -182,16 +185,19 @@ TRANSLATIONS.update({
     "cumsum": Rule("cumsum", lambda c, b: c.ops.cumsum(c.val(b.args[0]), dim=b.args[1])),
     "topk": Rule("topk", lambda c, b: c.ops.topk(c.val(b.args[0]), c.scalar(b.args[1], torch.int64), dim=b.args[2],
                                                  largest=bool(b.args[3]), sorted=bool(b.args[4]))),
-})
+}
+for _n, _rule in _NAMED.items():
+    TRANSLATIONS.add(f"prims.{_n}", _rule)
 
 NOT_TRANSLATED = {
-    "digamma": "nvFuser has no digamma",
-    "flip": "nvFuser has no flip",
-    "argmax": "nvFuser has no argmax/argmin reduction", "argmin": "nvFuser has no argmax/argmin reduction",
-    "scatter_add": "nvFuser's scatter has no accumulating form", "index_put": "nvFuser has no index_put",
-    "convolution": "nvFuser has no convolution", "copy_": "writes to an argument", "python_del": "bookkeeping",
-    "bernoulli": "random: eager dropout's noise, which nvFuser's Philox stream would not reproduce",
-    "set_grad_enabled": "changes grad mode (a region boundary)",
+    "prims.digamma": "nvFuser has no digamma",
+    "prims.flip": "nvFuser has no flip",
+    "prims.argmax": "nvFuser has no argmax/argmin reduction", "prims.argmin": "nvFuser has no argmax/argmin reduction",
+    "prims.scatter_add": "nvFuser's scatter has no accumulating form", "prims.index_put": "nvFuser has no index_put",
+    "prims.convolution": "nvFuser has no convolution", "prims.copy_": "writes to an argument",
+    "prims.python_del": "bookkeeping",
+    "prims.bernoulli": "random: eager dropout's noise, which nvFuser's Philox stream would not reproduce",
+    "prims.set_grad_enabled": "changes grad mode (a region boundary)",
 }
 
 
@@ -200,9 +206,9 @@ def translatable(bsym: BoundSymbol) -> tuple[bool, str]:
     s = bsym.sym
     if not s.is_prim:
         return False, f"{s.qualname} is not a prim; nvFuser translates prims only"
-    rule = TRANSLATIONS.get(s.name)
+    rule = TRANSLATIONS.get(s.qualname)
     if rule is None:
-        why = NOT_TRANSLATED.get(s.name)
+        why = NOT_TRANSLATED.get(s.qualname)
         return False, f"{s.qualname} has no nvFuser translation" + (f" ({why})" if why else "")
     for p in bsym.inputs + bsym.outputs:
         if p.dtype not in DTYPES:
@@ -282,7 +288,7 @@ def _translate(region: Trace, fd, DataType, layouts, note: Callable | None = Non
         ok, why = translatable(b)
         if not ok:
             raise ValueError(f"nvFuser cannot translate {b.sym.qualname} (id {b.id}): {why}")
-        out = TRANSLATIONS[b.sym.name].translate(c, b)
+        out = TRANSLATIONS[b.sym.qualname].translate(c, b)
         outs = out if isinstance(b.output, tuple) else (out,)  # var_mean and topk make two
         for p, v in zip(b.outputs, outs):
             c.env[p.name] = v
