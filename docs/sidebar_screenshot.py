@@ -2,10 +2,11 @@
 
 Runs JupyterLab with temporary config/data/runtime dirs and this checkout's built extension (`make lab`),
 runs every cell in Debian's headless Chromium, selects a pass and saves the sidebar at about 500 px wide.
-The notebook is notebooks/sidebar.ipynb (a nanoGPT block), or with --gpt2 a 4-layer GPT-2 (Hugging Face
+The notebook is notebooks/sidebar.ipynb (a nanoGPT block), or with --gpt2 a GPT-2 (4 layers, or --layers) (Hugging Face
 architecture, random weights) compiled for training and trained for a few steps.
   .venv/bin/python docs/sidebar_screenshot.py --gpt2 --step 6 --view Diff docs/sidebar.png
   .venv/bin/python docs/sidebar_screenshot.py --gpt2 --dark --step 4 --view "What it did" docs/sidebar-dark.png
+  .venv/bin/python docs/sidebar_screenshot.py --gpt2 --layers 12 --step 4 --view Graph /tmp/gpt2-12-graph.png
 """
 import argparse
 import os
@@ -23,7 +24,8 @@ ap.add_argument("out", nargs="?", default=str(REPO / "docs" / "sidebar.png"))
 ap.add_argument("--dark", action="store_true")
 ap.add_argument("--step", type=int, default=5)
 ap.add_argument("--view", default="Program")
-ap.add_argument("--gpt2", action="store_true", help="a 4-layer GPT-2 compiled for training, not the nanoGPT block")
+ap.add_argument("--gpt2", action="store_true", help="a GPT-2 compiled for training, not the nanoGPT block")
+ap.add_argument("--layers", type=int, default=4, help="GPT-2's number of layers (with --gpt2)")
 a = ap.parse_args()
 
 from playwright.sync_api import sync_playwright  # noqa: E402
@@ -44,7 +46,7 @@ if a.dark:
 (tmp / "nb").mkdir()
 GPT2_CELLS = [
     "import torch\nimport thunderlab\nfrom thunderlab.examples import gpt2_from_config\n\n"
-    "model = gpt2_from_config(n_layer=4).train()  # 4 layers, random weights, nothing downloaded\n"
+    f"model = gpt2_from_config(n_layer={a.layers}).train()  # random weights, nothing downloaded\n"
     "train_step = thunderlab.jit(model, timing=True)\n"
     "opt = torch.optim.SGD(model.parameters(), lr=1e-3)\n"
     "tokens = torch.randint(0, 128, (2, 16))",

@@ -27,7 +27,7 @@ export class RecordsBody extends Widget {
     for (const r of rows) {
       const li = h("li", { class: `tl-record${r.record === m.selected ? " tl-selected" : ""}`, role: "option", "data-record": r.record, tabindex: 0 },
         h("span", { class: "tl-record-name" }, r.name),
-        h("span", { class: "tl-record-meta" }, `#${r.record} · graph ${r.graph} · ${r.steps} steps · ${age(r.created)}`),
+        h("span", { class: "tl-record-meta" }, `#${r.record} · graph ${r.graph} · ${r.steps - 1} passes · ${age(r.created)}`),
         r.error ? h("span", { class: "tl-record-error", title: r.error }, "failed") : null,
         h("span", { class: "tl-record-pipeline", title: r.pipeline }, r.pipeline));
       li.addEventListener("click", () => m.select(r.record));
