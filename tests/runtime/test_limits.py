@@ -117,3 +117,34 @@ def test_nothing_of_a_dropped_function_outlives_it():
     thunderlab.clear_records()
     gc.collect()
     assert [name for name, r in refs.items() if r() is not None] == []
+
+
+def test_dynamos_wrapper_of_a_graph_keeps_nothing_of_a_dropped_function():
+    """TorchDynamo calls each compiled graph through a wrapper made with functools.wraps (torch._dynamo.disable),
+    installed in the compiled function's module globals and at times kept there for good (a graph whose regions
+    compile on Inductor, a nested torch.compile, keeps it). functools.wraps copies an instance's __dict__ into the
+    wrapper: the graph has none, so once the function is dropped the wrapper holds only the emptied graph."""
+    import gc
+    import weakref
+
+    ns = {"torch": torch}
+    exec("class Cell3(torch.nn.Module):\n"
+         "    def __init__(self):\n"
+         "        super().__init__()\n"
+         "        self.w = torch.nn.Parameter(torch.randn(64, 64))\n"
+         "    def forward(self, x):\n"
+         "        return (x @ self.w).relu() + 3\n", ns)
+    model = ns.pop("Cell3")()
+    j = thunderlab.jit(model)
+    j(torch.randn(2, 64))
+    graph = j.backend.graphs[0]
+    wrapper = torch._dynamo.disable(graph)  # as TorchDynamo wraps it
+    record = thunderlab.last_record(j)
+    refs = {"record": weakref.ref(record), "final program": weakref.ref(record.program.forward),
+            "captured graph module": weakref.ref(graph.eager.__self__), "lowering": weakref.ref(graph.capture),
+            "compiled callable": weakref.ref(next(iter(graph.cache.values())).fn)}
+    del j, model, graph, record
+    thunderlab.clear_records()
+    gc.collect()
+    assert [name for name, r in refs.items() if r() is not None] == []
+    assert wrapper.__wrapped__.records == [] and wrapper.__wrapped__.cache == {}

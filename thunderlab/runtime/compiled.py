@@ -122,6 +122,12 @@ class CompiledGraph:
     already fix the rest.
     """
 
+    # no instance __dict__: TorchDynamo wraps the graph with functools.wraps, which copies an instance's
+    # __dict__ into the wrapper, and the copy would keep what ``release`` lets go of for as long as Dynamo
+    # keeps the wrapper (in the compiled function's module globals, which can be for good)
+    __slots__ = ("capture", "static", "value_inputs", "options", "name", "graph_index", "eager", "cache", "hits",
+                 "misses", "records", "__weakref__")
+
     def __init__(self, capture: Callable, options: Options, name: str = "graph", graph_index: int = 0,
                  eager: Callable | None = None, static: bool = False, value_inputs: tuple[int, ...] = ()):
         self.capture = capture  # args -> (initial trace, lifted tensors)
