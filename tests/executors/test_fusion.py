@@ -255,3 +255,41 @@ def test_inductor_region_with_the_same_tensor_twice_stays_correct():
         torch.testing.assert_close(j(x, x), f(x, x))
         y = torch.randn(16)
         torch.testing.assert_close(j(x, y), f(x, y))
+
+
+def test_inductor_kernels_are_shared_while_used_then_let_go(monkeypatch):
+    """Functions with the same region share its compiled kernel; once none runs it (and it is not among the newest
+    kept for a cell run again), the process lets go of it and of the graph TorchDynamo installed for it."""
+    import gc
+    import weakref
+    from collections import deque
+
+    from thunderlab.executors import inductor
+
+    monkeypatch.setattr(inductor, "_recent", deque(maxlen=0))  # keep none besides those a function runs
+
+    def f(x):
+        return torch.sin(x) * 3 + 1
+
+    def compiled_graphs():
+        gc.collect()
+        return sum(type(o).__name__ == "CompiledFxGraph" for o in gc.get_objects())
+
+    x = torch.randn(8)
+    before = set(inductor._compiled)
+    j1, j2 = (thunderlab.jit(f, pipeline=INDUCTOR, tiered=False) for _ in range(2))
+    with torch.no_grad():
+        torch.testing.assert_close(j1(x), f(x))
+        torch.testing.assert_close(j2(x), f(x))
+    (key,) = set(inductor._compiled) - before
+    (r1,), (r2,) = (thunderlab.last_record(j).regions.values() for j in (j1, j2))
+    assert r1.version == r2.version == "inductor" and r1.fn is r2.fn  # one kernel, compiled once
+    kernel = weakref.ref(r1.fn)
+    del j1, r1
+    gc.collect()
+    assert kernel() is not None and key in inductor._compiled  # j2 still runs it
+    graphs = compiled_graphs()
+    del j2, r2
+    thunderlab.clear_records()
+    assert compiled_graphs() < graphs
+    assert kernel() is None and key not in inductor._compiled

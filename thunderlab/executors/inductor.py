@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import weakref
+from collections import deque
 from collections.abc import Callable
 
 import torch
@@ -20,8 +22,13 @@ from .fusion import FusionExecutor, torch_region
 _DECLINE = {
     "eager_vjp": "runs PyTorch autograd itself",
 }
-_compiled: dict[tuple, tuple] = {}  # (region code, input metadata) -> (callable, kernel source)
-_lock = threading.Lock()
+# compiled regions by (region code, input metadata) -> (the callable, weakly; the kernel source). Functions that
+# have the same region share its kernel: an entry lasts while any function runs it, and the newest RECENT_KERNELS
+# are kept besides, so a cell run again (its old function already dropped) finds them compiled
+_compiled: dict[tuple, tuple[weakref.ref, list[str]]] = {}
+RECENT_KERNELS = 256
+_recent: deque[Callable] = deque(maxlen=RECENT_KERNELS)
+_lock = threading.RLock()  # re-entered when a collection during an update frees a callable (see _forget)
 
 
 class InductorExecutor(FusionExecutor):
@@ -77,8 +84,9 @@ def compile_region(key, region, args):
     """
     with _lock:
         hit = _compiled.get(key)
-    if hit is not None:
-        return hit
+        fn = hit[0]() if hit is not None else None
+    if fn is not None:
+        return fn, hit[1]
     from torch._inductor.compile_fx import compile_fx
 
     captured: list = []
@@ -90,13 +98,17 @@ def compile_region(key, region, args):
         captured.append((sources, compiled))
         return compiled
 
-    guarded = torch.compile(bind(region, traced=True), backend=backend, fullgraph=True, dynamic=False)
+    traced = bind(region, traced=True)
+    guarded = torch.compile(traced, backend=backend, fullgraph=True, dynamic=False)
     with torch.no_grad():
         guarded(*args)  # compiles, with the first call's real inputs (their types and strides)
     source = kernel_source(compiled for _, compiled in captured)
     fn = _direct(region, captured, guarded)
+    captured.clear()  # TorchDynamo keeps every backend it was given, ``backend`` and this list with it
     with _lock:
-        _compiled[key] = (fn, source)
+        _compiled[key] = (weakref.ref(fn), source)
+        _recent.append(fn)
+    weakref.finalize(fn, _forget, key, traced.__globals__)
     return fn, source
 
 
@@ -108,6 +120,19 @@ def kernel_source(compiled_graphs) -> list[str]:
     """
     source = [code for code in (getattr(c, "source_code", None) for c in compiled_graphs) if code]
     return source or ["# Inductor handed back no kernel source for this region"]
+
+
+def _forget(key: tuple, globals_: dict) -> None:
+    """A region's callable was freed: drop its entry (unless a newer compile of the same region replaced it), and
+    the compiled graph TorchDynamo put in the region function's globals. Dynamo keeps that function after its last
+    caller is gone, and the name with it; the name stays (Dynamo removes it itself if it ever lets go), its graph
+    goes."""
+    with _lock:
+        entry = _compiled.get(key)
+        if entry is not None and entry[0]() is None:
+            del _compiled[key]
+    for name in [n for n in globals_ if n.startswith("__compiled_fn")]:
+        globals_[name] = None
 
 
 def _direct(region, captured, guarded):
