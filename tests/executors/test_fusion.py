@@ -257,16 +257,22 @@ def test_inductor_region_with_the_same_tensor_twice_stays_correct():
         torch.testing.assert_close(j(x, y), f(x, y))
 
 
-def test_inductor_kernels_are_shared_while_used_then_let_go(monkeypatch):
+@pytest.fixture
+def limits():
+    before = thunderlab.set_limits()
+    yield
+    thunderlab.set_limits(**before)
+
+
+def test_inductor_kernels_are_shared_while_used_then_let_go(limits):
     """Functions with the same region share its compiled kernel; once none runs it (and it is not among the newest
     kept for a cell run again), the process lets go of it and of the graph TorchDynamo installed for it."""
     import gc
     import weakref
-    from collections import deque
 
     from thunderlab.executors import inductor
 
-    monkeypatch.setattr(inductor, "_recent", deque(maxlen=0))  # keep none besides those a function runs
+    thunderlab.set_limits(kernels=0)  # keep none besides those a function runs
 
     def f(x):
         return torch.sin(x) * 3 + 1

@@ -36,6 +36,15 @@ def test_records_are_bounded_newest_kept(limits):
 def test_limits_reject_bad_values(bad):
     with pytest.raises(ValueError, match="records must be a whole number of at least 1"):
         thunderlab.set_limits(records=bad)
+    if bad != 0:
+        with pytest.raises(ValueError, match="kernels must be a whole number of at least 0"):
+            thunderlab.set_limits(kernels=bad)
+
+
+def test_kept_kernels_limit(limits):
+    assert thunderlab.set_limits()["kernels"] == 64  # the default
+    assert thunderlab.set_limits(kernels=0)["kernels"] == 0
+    assert thunderlab.set_limits(kernels=8)["kernels"] == 8
 
 
 def test_compiled_shapes_are_bounded_least_recently_used_first(limits):

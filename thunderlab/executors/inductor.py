@@ -23,11 +23,11 @@ _DECLINE = {
     "eager_vjp": "runs PyTorch autograd itself",
 }
 # compiled regions by (region code, input metadata) -> (the callable, weakly; the kernel source). Functions that
-# have the same region share its kernel: an entry lasts while any function runs it, and the newest RECENT_KERNELS
-# are kept besides, so a cell run again (its old function already dropped) finds them compiled
+# have the same region share its kernel: an entry lasts while any function runs it, and the newest are kept
+# besides (thunderlab.set_limits(kernels=...)), so a cell run again, its old function already dropped, finds
+# them compiled. Each kept kernel holds Inductor's compiled graph and TorchDynamo's capture of the region
 _compiled: dict[tuple, tuple[weakref.ref, list[str]]] = {}
-RECENT_KERNELS = 256
-_recent: deque[Callable] = deque(maxlen=RECENT_KERNELS)
+_recent: deque[Callable] = deque(maxlen=64)
 _lock = threading.RLock()  # re-entered when a collection during an update frees a callable (see _forget)
 
 
@@ -74,6 +74,17 @@ class InductorExecutor(FusionExecutor):
     def describe(self, bsym: BoundSymbol) -> str:
         """The region as the torch program Inductor is handed (its kernels exist once it has run)."""
         return torch_region(bsym).python(source=False, imports=False)
+
+
+def keep_recent(n: int) -> None:
+    """Keep the newest ``n`` compiled regions besides those a live function runs (the oldest go at once)."""
+    global _recent
+    with _lock:
+        _recent = deque(_recent, maxlen=n)
+
+
+def recent_limit() -> int:
+    return _recent.maxlen
 
 
 def compile_region(key, region, args):

@@ -12,6 +12,7 @@ import torch
 from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from thunderlab.core.program import Program
 from thunderlab.core.trace import Trace
+from thunderlab.executors import inductor
 from thunderlab.executors.base import bind
 from thunderlab.executors.region import PENDING, start_pending
 from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
@@ -53,20 +54,24 @@ def clear_records() -> None:
     _RECORDS.clear()
 
 
-def set_limits(*, records: int | None = None, shapes: int | None = None) -> dict[str, int]:
-    """Set how many records the process keeps and how many input signatures each graph keeps compiled.
+def set_limits(*, records: int | None = None, shapes: int | None = None,
+               kernels: int | None = None) -> dict[str, int]:
+    """Set how many records the process keeps, how many input signatures each graph keeps compiled, and how
+    many Inductor region kernels no live function runs stay compiled for reuse (the newest; 0: none).
 
-    Returns the limits now in force. Lowering ``records`` drops the oldest at once.
+    Returns the limits now in force. Lowering ``records`` or ``kernels`` drops the oldest at once.
     """
     global _RECORDS
-    for name, value in (("records", records), ("shapes", shapes)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ValueError(f"set_limits: {name} must be a whole number of at least 1, got {value!r}")
+    for name, value, least in (("records", records, 1), ("shapes", shapes, 1), ("kernels", kernels, 0)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
+            raise ValueError(f"set_limits: {name} must be a whole number of at least {least}, got {value!r}")
     if records is not None:
         _RECORDS = deque(_RECORDS, maxlen=records)
     if shapes is not None:
         _LIMITS["shapes"] = shapes
-    return {"records": _RECORDS.maxlen, "shapes": _LIMITS["shapes"]}
+    if kernels is not None:
+        inductor.keep_recent(kernels)
+    return {"records": _RECORDS.maxlen, "shapes": _LIMITS["shapes"], "kernels": inductor.recent_limit()}
 
 
 def _announce(record: CompileRecord) -> None:
