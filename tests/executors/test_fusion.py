@@ -272,7 +272,8 @@ def test_inductor_kernels_are_shared_while_used_then_let_go(limits):
 
     from thunderlab.executors import inductor
 
-    thunderlab.set_limits(kernels=0)  # keep none besides those a function runs
+    thunderlab.set_limits(kernels=0)  # keep none besides those a function runs (earlier tests' go now)
+    gc.collect()
 
     def f(x):
         return torch.sin(x) * 3 + 1
