@@ -133,9 +133,28 @@ def make_module(i: int, ns: dict) -> torch.nn.Module:
     return ns[f"Cell{i}"]()
 
 
+class _RecordsLetGo:
+    """A jitted function whose records are let go after every call (a diagnostic, not an option): beside
+    thunderlab as it comes, it shows how much of thunderlab's memory is the records a live function keeps."""
+
+    def __init__(self, jfn):
+        self.jfn = jfn
+
+    def __call__(self, *args):
+        out = self.jfn(*args)
+        for graph in self.jfn.backend.graphs:
+            graph.records = []
+            for entry in graph.cache.values():
+                entry.record = None
+        thunderlab.clear_records()
+        return out
+
+
 def _compiler(kind: str):
     if kind == "thunderlab":
         return thunderlab.jit
+    if kind == "thunderlab_records_let_go":
+        return lambda m: _RecordsLetGo(thunderlab.jit(m))
     if kind == "thunderlab_inductor":  # regions compiled before the first call returns, so each is in the figure
         return lambda m: thunderlab.jit(m, tiered=False)
     if kind == "dynamo_inductor":
@@ -254,9 +273,12 @@ def _compare(a: dict, b: dict, n: int) -> dict:
 
 
 def memory(n: int) -> dict:
-    """``many_functions`` for thunderlab and for TorchDynamo alone, each in a fresh process (torch executor)."""
-    out = {kind: _in_fresh_process(n, kind, "torch") for kind in ("thunderlab", "dynamo_passthrough")}
+    """``many_functions`` for thunderlab and for TorchDynamo alone, each in a fresh process (torch executor); and
+    for thunderlab with every record let go after each call, which tells the records' share."""
+    kinds = ("thunderlab", "dynamo_passthrough", "thunderlab_records_let_go")
+    out = {kind: _in_fresh_process(n, kind, "torch") for kind in kinds}
     out.update(_compare(out["thunderlab"], out["dynamo_passthrough"], n))
+    out["records_let_go"] = _compare(out["thunderlab_records_let_go"], out["dynamo_passthrough"], n)
     return out
 
 
