@@ -5,7 +5,7 @@ Writes benchmarks/results/robustness.json (merging into what other parts of the 
 run wrote there). Figures are resident set size (RSS) from /proc, after a full collection.
 
 Memory is measured against two starts, both named in the results: "import" is the process
-right after ``import thunderlab`` (nothing compiled yet: the issue's definition, "memory back
+right after ``import thunderlab`` (nothing compiled yet: the target's definition, "memory back
 within 10% of the start"); "start" is after one function was compiled, called and dropped
 (TorchDynamo's and thunderlab's lazily imported modules and one-time caches are then in place).
 A second round of as many new functions, compiled and dropped after the first, tells a leak
@@ -217,7 +217,7 @@ def many_functions(n: int, kind: str = "thunderlab", kernels: int | None = None)
         "weights_alive_after_drop": first["weights_alive_after_drop"] + second["weights_alive_after_drop"],
         "rss_import_mib": imp, "rss_start_mib": start, "rss_all_alive_mib": first["alive"]["rss_mib"],
         "rss_after_drop_mib": d1, "rss_after_clear_records_mib": round(cleared, 1),
-        # the issue's definition: against the process before anything was compiled
+        # the target's definition: against the process before anything was compiled
         "after_drop_vs_import": round(d1 / imp, 3),
         "retained_per_function_vs_import_kib": round((d1 - imp) * 1024 / n, 1),
         # against the process after one compile and drop
