@@ -79,6 +79,7 @@ def compile_region(key, region, args):
         hit = _compiled.get(key)
     if hit is not None:
         return hit
+    from torch._inductor import config as inductor_config
     from torch._inductor.compile_fx import compile_fx
 
     captured: list = []
@@ -91,7 +92,9 @@ def compile_region(key, region, args):
         return compiled
 
     guarded = torch.compile(bind(region, traced=True), backend=backend, fullgraph=True, dynamic=False)
-    with torch.no_grad():
+    # each C++ kernel is named to the torch profiler (thunderlab.profile lists cpp_fused_* per region);
+    # outside a profile the mark costs a check of whether anything listens
+    with torch.no_grad(), inductor_config.patch({"cpp.enable_kernel_profile": True}):
         guarded(*args)  # compiles, with the first call's real inputs (their types and strides)
     source = kernel_source(compiled for _, compiled in captured)
     fn = _direct(region, captured, guarded)
