@@ -129,8 +129,8 @@ class TimingsBody extends Widget {
     btn.addEventListener("click", () => void this.profile(record));
     const kernels = this.kernels();
     const say = prof.state === "error" ? h("div", { class: "tl-error tl-profile-error" }, prof.error)
-      : h("span", { class: "tl-muted" }, kernels ? " kernels of one call: open a region (▸) to see them"
-        : " to see the kernels each region runs");
+      : h("span", { class: "tl-muted" }, kernels ? "kernels of one profiled call: ▸ opens a region, ▾ closes it"
+        : "to see the kernels each region runs");
     return h("div", { class: "tl-profile-bar" }, btn, say);
   }
 
@@ -195,7 +195,7 @@ class TimingsBody extends Widget {
       const list = h("div", { class: "tl-step-pairs" });
       for (const p of pairSteps(c.a_steps, c.b_steps)) {
         const spec = p.a?.spec ?? p.b!.spec;
-        const shared = p.b?.shared ? " (b reused a's step: not run again)" : "";
+        const shared = p.b?.shared ? " (one step for both: the re-run reused it)" : "";
         const only = !p.a ? ` (only in b ${B})` : !p.b ? ` (only in a ${A})` : "";
         list.append(h("div", { class: "tl-step-pair", "data-spec": spec }, h("div", { class: "tl-step-spec", title: spec }, spec, h("span", { class: "tl-muted" }, only + shared)),
           h("div", { class: "tl-pair" }, p.a ? bar(p.a_frac, `a ${p.a.ms.toFixed(1)}`, "tl-a") : h("div", { class: "tl-pbar tl-none" }, "a: —"),
