@@ -15,22 +15,28 @@ const TOP = 8;  // kernels shown per region
 
 function bars(rows: ReturnType<typeof timingRows>): SVGElement {
   const max = Math.max(1e-9, ...rows.map((r) => r.median_ms));
-  const w = 220, bh = 14;
+  const w = 260, bh = 15;
   const svg = document.createElementNS(SVGNS, "svg");
   svg.setAttribute("class", "tl-bars");
   svg.setAttribute("width", String(w));
-  svg.setAttribute("height", String(rows.length * (bh + 4)));
+  svg.setAttribute("height", String(rows.length * (bh + 3)));
   rows.forEach((r, i) => {
     const rect = document.createElementNS(SVGNS, "rect");
     rect.setAttribute("x", "0");
-    rect.setAttribute("y", String(i * (bh + 4)));
+    rect.setAttribute("y", String(i * (bh + 3)));
     rect.setAttribute("height", String(bh));
     rect.setAttribute("width", String(Math.max(1, (w * r.median_ms) / max)));
     rect.setAttribute("class", r.running ? "tl-bar-running" : "tl-bar-old");
     const title = document.createElementNS(SVGNS, "title");
     title.textContent = `${r.region} (${r.version}): median ${r.median_ms.toFixed(3)} ms over ${r.count} calls`;
     rect.append(title);
-    svg.append(rect);
+    // each bar says what it is: region, version and median
+    const label = document.createElementNS(SVGNS, "text");
+    label.setAttribute("x", "4");
+    label.setAttribute("y", String(i * (bh + 3) + bh - 4));
+    label.setAttribute("class", "tl-bar-label");
+    label.textContent = `${r.region} ${r.version}: ${r.median_ms.toFixed(3)} ms`;
+    svg.append(rect, label);
   });
   return svg;
 }
@@ -90,7 +96,7 @@ class TimingsBody extends Widget {
         const isOpen = this.open.has(g.region);
         const toggle = g.kernels ? h("button", { type: "button", class: "tl-kernels-toggle", "aria-expanded": String(isOpen),
           title: isOpen ? "hide this region's kernels" : "show the kernels this region ran in the profiled call" },
-          `${isOpen ? "▾" : "▸"} ${g.region}`) : null;
+          `${isOpen ? "▾" : "▸"}\u00a0${g.region}`) : null;  // the arrow stays with the name's first word
         toggle?.addEventListener("click", () => { if (this.open.has(g.region)) this.open.delete(g.region); else this.open.add(g.region); this.paint(); });
         const name = (first: boolean) => h("td", { class: "tl-region-name" }, first ? (toggle ?? g.region) : "");
         if (g.rows.length) {
@@ -112,7 +118,7 @@ class TimingsBody extends Widget {
       }
       parts.push(table);
       if (rows.length) {
-        parts.push(h("div", { class: "tl-muted" }, "median time per region and version (executor/version; ● running now: a region runs its torch version until its fused kernel is compiled)"));
+        parts.push(h("div", { class: "tl-muted" }, "median time per region and version (executor/version; ● running now: a region runs its torch version until its fused kernel is compiled); the bars below compare them"));
         parts.push(bars(rows) as unknown as HTMLElement);
       }
     }
