@@ -153,7 +153,11 @@ class CompiledGraph:
                 self.cache.move_to_end(key)
             if entry.written and overlap_with((*args, *entry.lifted), entry.written):
                 entry = self.compile(args, key)  # the lowering names the inputs that overlap
-        out = entry.fn(*args, *entry.lifted)
+        if PROFILING.is_set():  # thunderlab.profile: the kernels of this call are filed under its record
+            with torch.profiler.record_function(f"{RECORD_MARK}{entry.record.uid}"):
+                out = entry.fn(*args, *entry.lifted)
+        else:
+            out = entry.fn(*args, *entry.lifted)
         if PENDING:  # regions that ran for the first time: their fused kernels compile from now on
             start_pending()
         return out
@@ -218,7 +222,8 @@ class CompiledGraph:
         if error:
             record.error = error
             raise CompileError(error, record)
-        fn = record.runner = _program_callable(record, final, tiered=self.options.tiered, timing=self.options.timing)
+        fn = _program_callable(record, final, tiered=self.options.tiered, timing=self.options.timing)
+        record.runner = _marked(fn, record.uid)
         entry = _Entry(fn, lifted, record, trace.meta.get("written_inputs", ()))
         self.cache[key] = entry
         while len(self.cache) > _LIMITS["shapes"]:
@@ -244,7 +249,7 @@ def _program_callable(record: CompileRecord, final: Program, *, tiered: bool, ti
     views = trace.meta.get("input_views")
     if views:
         fn = with_input_views(fn, views)
-    return _marked(fn, record.uid)
+    return fn
 
 
 # a profiled call of a record's program is marked with this and the record's uid (see runtime/profile.py)
@@ -274,7 +279,7 @@ def program_runner(record: CompileRecord):
         if record.error is not None or final is None or record.captured is None:
             raise ValueError(f"record {record.uid} ({record.name}) has no program to run"
                              + (f": {record.error.splitlines()[0]}" if record.error else ""))
-        record.runner = _program_callable(record, final, tiered=False, timing=False)
+        record.runner = _marked(_program_callable(record, final, tiered=False, timing=False), record.uid)
     return record.runner
 
 
