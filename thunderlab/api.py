@@ -117,11 +117,17 @@ _record_module.VERBS.update(rerun=rerun, bisect=bisect, compare=compare)
 
 
 def profile(jfn: JitFunction, *args, **kwargs) -> dict[str, list[dict]]:
-    """Call ``jfn`` once under the torch profiler; the kernels each fusion region ran, by region."""
-    from thunderlab.runtime.profile import profile_call
+    """Call ``jfn`` once under the torch profiler; the kernels each fusion region ran, by region.
 
-    _, kernels = profile_call(jfn, *args, **kwargs)
-    return kernels
+    Each record that ran keeps its share as ``record.kernels`` (shown by the report, the widget and the sidebar).
+    """
+    from thunderlab.runtime.profile import merged_kernels, profile_records
+
+    _, by_record = profile_records(jfn, *args, **kwargs)
+    for r in all_records():
+        if r.uid in by_record:
+            r.kernels = by_record[r.uid]
+    return merged_kernels(by_record)
 
 
 def _records_of(jfn) -> list[CompileRecord]:

@@ -2,6 +2,7 @@
 // notes (claim's hand-out, fuse's regions, remat's decision), why calls were not fused, the values saved
 // for backward with their bytes, per-step and per-region timings, and the program linked to source lines.
 import type { Call, Source } from "./calldiff";
+import { KERNEL_CSS, kernelsView } from "./kernels";
 import type { SelectionModel } from "./selection";
 import { h, ms, type Payload, type Step, type Verification } from "./views";
 
@@ -170,6 +171,7 @@ export function stepTimingsView(p: Payload, st: Step): HTMLElement {
     const fuse = p.steps.find((s) => /^fuse\b/.test(s.spec));
     box.append(h("div", { class: "tl-muted" }, regions.length && fuse ? `no fusion region at this step: regions run from step ${fuse.index} (${fuse.spec}) on`
       : "(no fusion regions)"));
+    if (p.kernels) box.append(kernelsView(p.kernels));
     return box;
   }
   const table = h("table", { class: "tl-region-times" }, h("thead", {}, h("tr", {}, ...["region", "version", "calls", "median ms", "min ms", "switched"].map((t) => h("th", {}, t)))));
@@ -187,8 +189,10 @@ export function stepTimingsView(p: Payload, st: Step): HTMLElement {
     }
   }
   table.append(tb);
-  box.append(h("div", { class: "tl-muted" }, timed ? "per fusion region (● the version running now); per-kernel times: thunderlab.profile()"
+  box.append(h("div", { class: "tl-muted" }, timed ? "per fusion region (● the version running now)"
     : "regions not timed: compile with thunderlab.jit(..., timing=True) to time each region"), table);
+  box.append(p.kernels ? kernelsView(p.kernels)
+    : h("div", { class: "tl-muted tl-kernels-none" }, "per-kernel times: not profiled yet (thunderlab.profile(f, *args), or the sidebar's Profile one call)"));
   return box;
 }
 
@@ -309,4 +313,4 @@ export const STEP_CSS = `
 .thunderlab .tl-cd-removed td:first-child,.thunderlab .tl-cd-changed td:first-child{background:rgba(248,81,73,.16)}
 .thunderlab .tl-cd-added td:nth-child(2),.thunderlab .tl-cd-changed td:nth-child(2){background:rgba(46,160,67,.16)}
 .thunderlab .tl-cd-fold button,.thunderlab .tl-cd-more{border:none;background:none;color:var(--jp-content-link-color,#1a6fc9);cursor:pointer;padding:2px 0;font:inherit}
-`;
+` + KERNEL_CSS;

@@ -2,6 +2,7 @@
 // notebook widget. All text comes from user code: it is set only through textContent, createTextNode
 // and setAttribute, never parsed as markup.
 import { callDiffView, type Call } from "./calldiff";
+import type { Kernels } from "./kernels";
 import { selectionOf } from "./selection";
 import { inputsLine, notesView, programView, stepTimingsView, verificationWords, STEP_CSS, type InputName, type Saved } from "./stepinfo";
 
@@ -28,6 +29,8 @@ export interface Region {
 export interface Payload {
   schema: string; name: string; inputs: string[]; input_names?: InputName[]; pipeline: string; created: number; error: string | null;
   compile_seconds: number; steps: Step[]; regions: Record<string, Region>;
+  /** the latest kernel-level profile of one call, by region (absent in payloads written before profiles were kept) */
+  kernels?: Kernels | null;
 }
 export interface RenderOptions {
   current?: number; onSelect?: (i: number) => void; onRerun?: (pipeline: string) => void;

@@ -30,13 +30,13 @@ def _ask(h, kind, **fields):
     return h.handle({"v": 1, "id": 7, "type": kind, **fields})
 
 
-def _compile(name="f", timing=False):
+def _compile(name="f", timing=False, x=None):
     def f(x):
         return torch.relu(x) * 2 + 1
 
     f.__name__ = name
     jf = thunderlab.jit(f, pipeline=PIPE, timing=timing)
-    jf(torch.randn(4))
+    jf(torch.randn(4) if x is None else x)  # the record holds its inputs weakly: pass x to keep them
     return jf
 
 
@@ -58,7 +58,8 @@ def test_records_list_newest_first_filtered_and_paged(handler):
 
 
 def test_summary_traces_rerun_and_compare(handler):
-    _compile()
+    x = torch.randn(4)
+    _compile(x=x)
     [rid] = _ids()
     s = _ask(handler, "record.summary", record=rid)["payload"]
     assert s["schema"] == "thunderlab.record/v1" and s["steps"][1]["spec"] == "dce"
@@ -67,9 +68,55 @@ def test_summary_traces_rerun_and_compare(handler):
     new = _ask(handler, "record.rerun", record=rid, pipeline="dce,claim{executors=torch},del")
     assert new["type"] == "record.rerun.reply" and new["record"] == _ids()[-1] != rid
     assert handler.sent[-2]["type"] == "record.new" and handler.sent[-2]["pipeline"] == "dce,claim{executors=torch},del"
-    c = _ask(handler, "records.compare", a=rid, b=new["record"])
-    assert c["type"] == "records.compare.reply" and c["regions"][0] == 1 and c["regions"][1] == 0
+    c = _ask(handler, "records.compare", a=rid, b=new["record"], time=True)
+    assert c["type"] == "records.compare.reply" and c["regions"][0] == 1 and c["regions"][1] == 0, c
     assert "fusion" in c["program_diff"]
+    # each side's steps (b's dce was taken over from a) and final program with its calls, for the side-by-side diff
+    assert [s["spec"] for s in c["a_steps"]] == ["capture", "dce", "cse", "claim{executors=testfuse+torch}", "fuse",
+                                                 "del"]
+    assert [(s["spec"], s["shared"]) for s in c["b_steps"]] == [("capture", True), ("dce", True),
+                                                                 ("claim{executors=torch}", False), ("del", False)]
+    fa, fb = c["programs"]["a"]["forward"], c["programs"]["b"]["forward"]
+    assert "# fusion region testfuse0" in fa["program"] and "fusion region" not in fb["program"]
+    regions = lambda p: {x["region"] for x in p["calls"]}  # noqa: E731
+    assert "testfuse0" in regions(fa) and regions(fb) == {None}
+    assert {x["id"] for x in fa["calls"]} >= {x["id"] for x in fb["calls"]}  # the same calls, by stable id
+    assert c["seconds"][0] > 0 and c["seconds"][1] > 0 and c["note"] == ""
+    del x
+    gone = _ask(handler, "records.compare", a=rid, b=new["record"], time=True)
+    assert gone["seconds"] is None and gone["note"].startswith("the inputs the records were compiled for are gone")
+
+
+def test_profile_one_call_lists_each_regions_kernels_and_keeps_them(handler):
+    x = torch.randn(4)
+    jf = thunderlab.jit(lambda x: torch.relu(x) * 2 + 1, pipeline=PIPE)
+    jf(x)
+    [rid] = _ids()
+    assert _ask(handler, "record.summary", record=rid)["payload"]["kernels"] is None
+    reply = _ask(handler, "record.profile", record=rid)
+    assert reply["type"] == "record.profile.reply" and reply["record"] == rid, reply
+    names = {k["name"] for k in reply["kernels"]["testfuse0"]}
+    assert {"aten::relu", "aten::mul", "aten::add"} <= names
+    assert all(k["count"] >= 1 and k["self_cpu_us"] >= 0 for k in reply["kernels"]["testfuse0"])
+    assert reply["versions"] == {"testfuse0": "testfuse"}  # the fused version was built before the profile
+    # the record keeps the profile, and its payload carries it (a fresh payload, as the sidebar asks again)
+    payload = _ask(handler, "record.summary", record=rid)["payload"]
+    assert payload["kernels"] == reply["kernels"]
+    from thunderlab.inspect.serialize import validate
+
+    validate(payload)
+
+
+def test_profile_says_when_the_records_inputs_are_gone(handler):
+    import gc
+
+    _compile()  # called on a tensor nobody keeps: the record holds it weakly
+    [rec] = compiled.all_records()
+    rec.wait(60)  # a region keeps its first call's inputs only until its fused version is built
+    gc.collect()
+    reply = _ask(handler, "record.profile", record=rec.uid)
+    assert reply["type"] == "error" and reply["reply_to"] == 7
+    assert "inputs this record was compiled for are gone" in reply["error"] and "keep_inputs=True" in reply["error"]
 
 
 def test_validate_gives_the_parsers_own_message(handler):
@@ -138,6 +185,10 @@ def test_timings_stream_while_the_program_runs(handler, monkeypatch):
     ({"v": 1, "id": 1, "type": "records.list", "limit": 100000}, "outside 1..500"),
     ({"v": 1, "id": 1, "type": "pipeline.validate", "pipeline": "x" * 5000}, "length 5000"),
     ({"v": 1, "id": 1, "type": "record.summary", "record": 3}, "nothing has been compiled"),
+    ({"v": 1, "id": 1, "type": "record.profile"}, "'record.profile' needs field 'record'"),
+    ({"v": 1, "id": 1, "type": "record.profile", "record": "x.py"}, "'record' of 'record.profile' must be an integer"),
+    ({"v": 1, "id": 1, "type": "record.profile", "record": 0, "code": "1"}, "no field 'code'; its fields: record"),
+    ({"v": 1, "id": 1, "type": "record.profile", "record": 0}, "no record 0 in this kernel"),
 ])
 def test_malformed_requests_get_an_error_naming_the_problem(handler, msg, says):
     reply = handler.handle(msg)

@@ -203,3 +203,31 @@ def test_the_widget_fits_a_sidebar(page, tmp_path):
         assert right <= 300, f"{sel} ends at {right} px in a 300 px sidebar"
     assert page.evaluate("document.documentElement.scrollWidth") <= 300
     assert page.errors == []
+
+
+def test_a_profiled_record_shows_its_kernels_per_region(page, tmp_path):
+    from tests.executors.test_fusion import PIPE
+
+    def f(x, w):
+        return torch.tanh(torch.sin(x) @ w) * 2
+
+    j = thunderlab.jit(f, pipeline=PIPE, tiered=False)
+    x, w = torch.randn(8, 8), torch.randn(8, 8)
+    j(x, w)
+    rec = thunderlab.last_record(j)
+    path = tmp_path / "plain.html"
+    rec.to_html(path)
+    page.goto(path.as_uri())
+    page.locator("button[data-tab=Timings]").first.click()
+    assert "not profiled yet" in page.locator(".tl-kernels-none").inner_text()
+    thunderlab.profile(j, x, w)
+    rec.to_html(path)
+    page.goto(path.as_uri())
+    page.locator("button[data-tab=Timings]").first.click()
+    regions = page.locator(".tl-kernels tbody").evaluate_all("els => els.map(e => e.dataset.region)")
+    assert regions[-1] == "(outside regions)" and any(r.startswith("testfuse") for r in regions), regions
+    sin = page.locator('.tl-kernel[data-kernel="aten::sin"] .tl-kernel-name')
+    assert sin.inner_text() == "aten::sin" and sin.get_attribute("title") == "aten::sin"
+    # on a CPU no kernel has device time: no device column
+    assert page.locator(".tl-kernels thead").inner_text().split() == ["kernel", "calls", "CPU", "µs"]
+    assert page.errors == []

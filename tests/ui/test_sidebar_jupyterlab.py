@@ -37,6 +37,11 @@ CELLS = [
     "thunderlab.jit(evil, pipeline=PIPE)(x).shape",
     # 2: keep calling the program for a few seconds
     "import time\nfor _ in range(250):\n    jf(x, w)\n    time.sleep(0.02)",
+    # 3: a record whose inputs are gone: it was called on a tensor nobody keeps
+    "import gc\n"
+    "def gone(t):\n    return t * 2 + 1\n"
+    "thunderlab.jit(gone, pipeline=PIPE)(torch.randn(3))\n"
+    "thunderlab.records()[-1].wait(30); gc.collect()",
 ]
 
 
@@ -234,6 +239,56 @@ def test_timings_grow_while_a_cell_keeps_calling(lab_page):
     assert page.locator(".tl-link-status").get_attribute("data-busy") == "true"
     _shot(page, "timings")
     page.wait_for_function("document.querySelector('.tl-link-status')?.dataset.busy === 'false'", timeout=60_000)
+
+
+def test_profile_one_call_shows_each_regions_kernels(lab_page):
+    page = lab_page
+    page.locator('.tl-record[data-record="0"]').click()
+    page.locator(".tl-profile").click()
+    # the costliest region opens by itself once the profile is back
+    page.locator(".tl-kernels-row .tl-kernel").first.wait_for(timeout=60_000)
+    kernels = page.locator(".tl-kernels-row .tl-kernel[data-kernel]").evaluate_all(
+        "els => els.map(e => e.dataset.kernel)")
+    assert any(k.startswith("aten::") for k in kernels), kernels
+    regions = page.locator(".tl-region-group").evaluate_all("els => els.map(e => e.dataset.region)")
+    assert {"testfuse0", "testfuse1"} <= set(regions) and regions[-1] == "(outside regions)", regions
+    # a closed region opens to its own kernels
+    closed = page.locator('.tl-kernels-toggle[aria-expanded="false"]').first
+    name = closed.locator("xpath=ancestor::tbody").get_attribute("data-region")
+    closed.click()
+    page.locator(f'.tl-region-group[data-region="{name}"] .tl-kernels-row .tl-kernel').first.wait_for()
+    _shot(page, "timings-kernels")
+
+
+def test_two_records_compare_side_by_side(lab_page):
+    page = lab_page
+    page.locator('.tl-record[data-record="1"]').click()  # the re-run without fuse
+    page.locator(".tl-compare-with").select_option("0")
+    page.locator(".tl-comparison .tl-cd-table").wait_for(timeout=60_000)
+    # the programs by stable call id: the calls fuse put into regions show as changed on one row each
+    assert page.locator(".tl-comparison .tl-cd-table thead").inner_text().split() == ["a", "#0", "b", "#1"]
+    assert "taken out of testfuse0" in page.locator(".tl-comparison .tl-cd-table").inner_text()
+    # step times paired per pass: fuse is only in a
+    specs = page.locator(".tl-step-pair").evaluate_all("els => els.map(e => e.dataset.spec)")
+    assert specs[0] == "capture" and "fuse" in specs, specs
+    fuse = page.locator('.tl-step-pair[data-spec="fuse"]')
+    assert "only in a #0" in fuse.inner_text() and fuse.locator(".tl-pbar.tl-a .tl-pbar-fill").count() == 1
+    words = page.locator(".tl-call-time").inner_text()
+    assert "#1 is" in words and "as fast as #0" in words or "#1 takes" in words and "as long as #0" in words, words
+    _shot(page, "compare")
+
+
+def test_profiling_a_record_whose_inputs_are_gone_says_so(lab_page):
+    page = lab_page
+    before = page.locator(".tl-record").count()
+    _run_cell(page, 3)
+    page.wait_for_function(f"document.querySelectorAll('.tl-record').length === {before + 1}")
+    page.locator(".tl-record", has_text="gone").first.click()
+    page.wait_for_function("document.querySelector('.tl-link-status')?.dataset.busy === 'false'", timeout=60_000)
+    page.locator(".tl-profile").click()
+    err = page.locator(".tl-profile-error")
+    err.wait_for(timeout=30_000)
+    assert "inputs this record was compiled for are gone" in err.inner_text() and "keep_inputs=True" in err.inner_text()
 
 
 def test_a_name_with_markup_is_shown_as_text(lab_page):

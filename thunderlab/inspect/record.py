@@ -126,6 +126,10 @@ class CompileRecord:
     reference: Any = field(default=None, repr=False)
     eager: Any = field(default=None, repr=False)  # the captured graph run by PyTorch itself: bisection's reference
     regions: dict = field(default_factory=dict, repr=False)  # name -> the live runner of each fusion region
+    # the compiled program (all inputs, lifted ones included, in held_inputs' order); None until bound
+    runner: Any = field(default=None, repr=False)
+    # the latest kernel-level profile of one call: {region: [{name, count, self_cpu_us, device_us}]}
+    kernels: dict[str, list[dict]] | None = None
     reused: int = 0  # passes taken unchanged from the record this one was re-run from
     uid: int = field(default_factory=lambda: next(_uids))  # stable for the process's life, unlike a position
 

@@ -151,7 +151,8 @@ class RecordPayload:
         return {"schema": SCHEMA_ID, "name": r.name, "inputs": list(r.inputs), "input_names": input_names(first),
                 "pipeline": r.pipeline,
                 "created": r.created, "error": r.error, "compile_seconds": r.compile_seconds,
-                "steps": [{**self._header(s), "traces": None} for s in r.steps], "regions": self.regions()}
+                "steps": [{**self._header(s), "traces": None} for s in r.steps], "regions": self.regions(),
+                "kernels": None if r.kernels is None else jsonable(r.kernels)}
 
     def to_dict(self) -> dict:
         """The whole payload: every step with its traces."""

@@ -127,10 +127,30 @@ class Handler:
     def _records_compare(self, a: int, b: int, time: bool = False) -> dict:
         from thunderlab.runtime.compare import compare_records
 
-        c = compare_records(self._record(a), self._record(b), time=time)
+        ra, rb = self._record(a), self._record(b)
+        c = compare_records(ra, rb, time=time)
         return {"a": a, "b": b, "program_diff": c.program_diff, "symbols": list(c.symbols), "regions": list(c.regions),
-                "seconds": list(c.seconds) if c.seconds else None,
-                "steps": [{"index": i, "a": sa, "a_ms": ma, "b": sb, "b_ms": mb} for i, sa, ma, sb, mb in c.steps]}
+                "seconds": list(c.seconds) if c.seconds else None, "note": c.note,
+                "steps": [{"index": i, "a": sa, "a_ms": ma, "b": sb, "b_ms": mb} for i, sa, ma, sb, mb in c.steps],
+                # each pipeline's own steps (a step b took over unchanged from a is marked shared), and the
+                # final programs with their calls, for a side-by-side diff by stable call id
+                "a_steps": [{"index": s.index, "spec": s.spec, "ms": s.ms, "shared": False} for s in ra.steps],
+                "b_steps": [{"index": s.index, "spec": s.spec, "ms": s.ms, "shared": any(s is t for t in ra.steps)}
+                            for s in rb.steps],
+                "programs": {"a": self._final_programs(a), "b": self._final_programs(b)}}
+
+    def _final_programs(self, i: int) -> dict:
+        p = self._payload(i)
+        last = max(s.index for s in p.record.steps if s.program is not None)
+        return {name: {"program": t["program"], "calls": t["calls"]} for name, t in p.traces(last).items()}
+
+    def _record_profile(self, record: int) -> dict:
+        from thunderlab.runtime.profile import profile_record
+
+        r = self._record(record)
+        kernels = profile_record(r)
+        return {"record": record, "kernels": jsonable(kernels),
+                "versions": {n: rr.version for n, rr in r.regions.items()}}
 
     def _timings_subscribe(self, record: int | None = None) -> dict:
         if record is None:

@@ -44,6 +44,8 @@ MESSAGES: dict[str, dict[str, Field]] = {
     "passes.list": {},
     "records.compare": {"a": _record(), "b": _record(), "time": Field(bool, False)},
     "timings.subscribe": {"record": _record(False)},
+    # one call of the record's compiled program under the torch profiler, on the inputs it was compiled for
+    "record.profile": {"record": _record()},
 }
 
 # pushed by the kernel without a request

@@ -7,20 +7,25 @@ from dataclasses import dataclass, field
 
 import torch
 
-from thunderlab.executors.base import bind
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.passes.runner import fresh_copies
 
+from .compiled import program_runner
 
-def time_program(record: CompileRecord, repeats: int = 20, warmup: int = 3) -> float:
-    """Median seconds of one call of the record's final forward trace on its captured inputs (torch where unfused)."""
-    if record.example_inputs is None or record.program is None:
+
+def time_program(record: CompileRecord, repeats: int = 20, warmup: int = 3, wait_s: float = 300.0,
+                 inputs: tuple | None = None) -> float:
+    """Median seconds of one call of the record's compiled program (its fused kernels built) on copies of its inputs."""
+    inputs = inputs if inputs is not None else record.example_inputs
+    if inputs is None or record.program is None:
         raise ValueError(f"{record!r} has no final program, or its inputs are gone (records hold tensors weakly; "
                          f"compile with thunderlab.jit(..., keep_inputs=True) to time it later)")
-    fn = bind(record.program.forward, options={"eager_regions": True})
-    inputs = fresh_copies(record.example_inputs)
+    fn = program_runner(record)
+    inputs = fresh_copies(inputs)
     times = []
     with torch.no_grad():
+        fn(*inputs)  # a region's first call starts its fused kernel's compile; the timing waits for it
+        record.wait(wait_s)
         for i in range(warmup + repeats):
             t0 = time.perf_counter()
             fn(*inputs)
@@ -83,11 +88,12 @@ def compare_records(a: CompileRecord, b: CompileRecord, *, time: bool = True) ->
         sb = b.steps[i] if i < len(b.steps) else None
         rows.append((i, sa and sa.spec, sa and sa.ms, sb and sb.spec, sb and sb.ms))
     seconds, note = None, ""
-    if time and (a.example_inputs is None or b.example_inputs is None):
+    ia, ib = a.example_inputs, b.example_inputs  # held here while both are timed
+    if time and (ia is None or ib is None):
         note = ("the inputs the records were compiled for are gone (records hold tensors weakly; "
                 "compile with keep_inputs=True to time later)")
     elif time:
-        seconds = (time_program(a), time_program(b))
+        seconds = (time_program(a, inputs=ia), time_program(b, inputs=ib))
     return RecordComparison(
         a, b, diff, (a.program.count(), b.program.count()), (_regions(a), _regions(b)), seconds, rows, note
     )

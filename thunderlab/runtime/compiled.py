@@ -14,7 +14,7 @@ from thunderlab.core.program import Program
 from thunderlab.core.trace import Trace
 from thunderlab.executors import inductor
 from thunderlab.executors.base import bind
-from thunderlab.executors.region import PENDING, start_pending
+from thunderlab.executors.region import PENDING, PROFILING, start_pending
 from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
 from thunderlab.passes.runner import eager_reference, verify
@@ -164,7 +164,11 @@ class CompiledGraph:
                 self.cache.move_to_end(key)
             if entry.written and overlap_with((*args, *entry.lifted), entry.written):
                 entry = self.compile(args, key)  # the lowering names the inputs that overlap
-        out = entry.fn(*args, *entry.lifted)
+        if PROFILING.is_set():  # thunderlab.profile: the kernels of this call are filed under its record
+            with torch.profiler.record_function(f"{RECORD_MARK}{entry.record.uid}"):
+                out = entry.fn(*args, *entry.lifted)
+        else:
+            out = entry.fn(*args, *entry.lifted)
         if PENDING:  # regions that ran for the first time: their fused kernels compile from now on
             start_pending()
         return out
@@ -229,26 +233,65 @@ class CompiledGraph:
         if error:
             record.error = error
             raise CompileError(error, record)
-        # with a backward trace, regions run inside an autograd.Function, where no op records a graph
-        run_options = {"tiered": self.options.tiered, "timing": self.options.timing,
-                       "grad_enabled": torch.is_grad_enabled() and "backward" not in final.traces}
-        if "backward" in final.traces:
-            fn = training_callable(final, regions=record.regions, options=run_options)
-            if not torch.is_grad_enabled():  # called under no_grad, the function turns grad on (enable_grad)
-                fn = _with_grad(fn)
-        else:
-            fn = bind(final.forward, regions=record.regions, options=run_options)
-        if trace.meta.get("recorded_writes"):
-            fn = with_recorded_writes(fn, trace.meta["recorded_writes"])
-        views = trace.meta.get("input_views")
-        if views:
-            fn = with_input_views(fn, views)
+        fn = _program_callable(record, final, tiered=self.options.tiered, timing=self.options.timing)
+        record.runner = _marked(fn, record.uid)
         entry = _Entry(fn, lifted, record, trace.meta.get("written_inputs", ()))
         self.cache[key] = entry
         while len(self.cache) > _LIMITS["shapes"]:
             _, old = self.cache.popitem(last=False)
             self.records = [r for r in self.records if r is not old.record]
         return entry
+
+
+def _program_callable(record: CompileRecord, final: Program, *, tiered: bool, timing: bool):
+    """The function running ``final`` (all inputs, lifted ones included); its regions' runners land in the record."""
+    trace = record.captured.forward
+    # with a backward trace, regions run inside an autograd.Function, where no op records a graph
+    run_options = {"tiered": tiered, "timing": timing,
+                   "grad_enabled": torch.is_grad_enabled() and "backward" not in final.traces}
+    if "backward" in final.traces:
+        fn = training_callable(final, regions=record.regions, options=run_options)
+        if not torch.is_grad_enabled():  # called under no_grad, the function turns grad on (enable_grad)
+            fn = _with_grad(fn)
+    else:
+        fn = bind(final.forward, regions=record.regions, options=run_options)
+    if trace.meta.get("recorded_writes"):
+        fn = with_recorded_writes(fn, trace.meta["recorded_writes"])
+    views = trace.meta.get("input_views")
+    if views:
+        fn = with_input_views(fn, views)
+    return fn
+
+
+# a profiled call of a record's program is marked with this and the record's uid (see runtime/profile.py)
+RECORD_MARK = "thunderlab.record::"
+
+
+def _marked(fn, uid: int):
+    mark = f"{RECORD_MARK}{uid}"
+
+    def run(*args):
+        if PROFILING.is_set():
+            with torch.profiler.record_function(mark):
+                return fn(*args)
+        return fn(*args)
+
+    return run
+
+
+def program_runner(record: CompileRecord):
+    """The function that runs ``record``'s final program on all its inputs (``record.example_inputs``' order).
+
+    A record made by a call is run by the very function its calls run; a re-run's program is bound
+    here once, with its regions compiled on their first call (not in the background).
+    """
+    if record.runner is None:
+        final = record.program
+        if record.error is not None or final is None or record.captured is None:
+            raise ValueError(f"record {record.uid} ({record.name}) has no program to run"
+                             + (f": {record.error.splitlines()[0]}" if record.error else ""))
+        record.runner = _marked(_program_callable(record, final, tiered=False, timing=False), record.uid)
+    return record.runner
 
 
 def _with_grad(fn):
@@ -307,7 +350,7 @@ def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) 
     new.steps.extend(record.steps[:1 + k])
     verifying = record.reference is not None
     if verifying and record.example_inputs is None:
-        raise ValueError(_GONE)
+        raise ValueError(GONE)
     rest = Pipeline(parsed.enabled()[k:])
     steps, _final, error = run_pipeline(new.steps[-1].program, rest, observer=observer, first_index=k + 1,
                                         inputs=record.example_inputs if verifying else None, reference=record.reference)
@@ -318,7 +361,7 @@ def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) 
     return new
 
 
-_GONE = ("the inputs this record was compiled for are gone (records hold tensors weakly, so that they never keep "
+GONE = ("the inputs this record was compiled for are gone (records hold tensors weakly, so that they never keep "
          "data or parameters alive); pass the inputs to use, or compile with thunderlab.jit(..., keep_inputs=True)")
 
 

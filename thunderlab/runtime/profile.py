@@ -1,50 +1,99 @@
-"""A kernel-level profile of one call, with every kernel attributed to the fusion region that ran it."""
+"""A kernel-level profile of one call, with every kernel attributed to the record and fusion region that ran it."""
 from __future__ import annotations
-
-from collections import defaultdict
 
 import torch
 from torch.profiler import ProfilerActivity
 from torch.profiler import profile as torch_profile
 
 from thunderlab.executors.region import PROFILING
+from thunderlab.inspect.record import CompileRecord
 
-_PREFIX = "thunderlab::"
+from .compiled import GONE, RECORD_MARK, program_runner
+
+REGION_MARK = "thunderlab::"
+OUTSIDE = "(outside regions)"
 
 
-def profile_call(fn, *args, **kwargs) -> tuple[object, dict[str, list[dict]]]:
-    """Run ``fn(*args, **kwargs)`` under the torch profiler; (result, {region: kernels}).
+def profile_records(fn, *args, **kwargs) -> tuple[object, dict[int | None, dict[str, list[dict]]]]:
+    """Run ``fn(*args, **kwargs)`` under the torch profiler; (result, {record uid: {region: kernels}}).
 
-    Kernels outside any region are listed under ``"(outside regions)"``. Each kernel entry
-    has its name, call count, self CPU microseconds and device microseconds.
+    A kernel run by a compiled program is filed under that program's record (None: outside any)
+    and its fusion region (``"(outside regions)"`` for the calls between regions). Each kernel entry
+    has its name, call count, self CPU microseconds and device microseconds, the costliest first.
     """
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     PROFILING.set()
     try:
         with torch_profile(activities=activities) as prof:
             result = fn(*args, **kwargs)
-            if torch.cuda.is_available():
+            if cuda:
                 torch.cuda.synchronize()
     finally:
         PROFILING.clear()
-    table: dict[str, dict[str, dict]] = defaultdict(dict)
+    table: dict[int | None, dict[str, dict[str, dict]]] = {}
     for ev in prof.events():
-        if ev.name.startswith(_PREFIX):
-            continue  # the region markers themselves
-        region = _region_of(ev)
-        row = table[region].setdefault(ev.name, {"name": ev.name, "count": 0, "self_cpu_us": 0.0, "device_us": 0.0})
+        if ev.name.startswith((REGION_MARK, RECORD_MARK)):
+            continue  # the markers themselves
+        uid, region = _place_of(ev)
+        rows = table.setdefault(uid, {}).setdefault(region, {})
+        row = rows.setdefault(ev.name, {"name": ev.name, "count": 0, "self_cpu_us": 0.0, "device_us": 0.0})
         row["count"] += 1
         row["self_cpu_us"] += ev.self_cpu_time_total
         row["device_us"] += getattr(ev, "self_device_time_total", 0.0) or 0.0
-    return result, {
-        r: sorted(rows.values(), key=lambda x: -(x["device_us"] or x["self_cpu_us"])) for r, rows in table.items()
-    }
+    return result, {uid: {r: _costliest_first(rows.values()) for r, rows in regions.items()}
+                    for uid, regions in table.items()}
 
 
-def _region_of(ev) -> str:
-    p = ev.cpu_parent
+def profile_call(fn, *args, **kwargs) -> tuple[object, dict[str, list[dict]]]:
+    """Run ``fn(*args, **kwargs)`` under the torch profiler; (result, {region: kernels}) over every record it ran."""
+    result, by_record = profile_records(fn, *args, **kwargs)
+    return result, merged_kernels(by_record)
+
+
+def merged_kernels(by_record: dict) -> dict[str, list[dict]]:
+    """One {region: kernels} table from ``profile_records``' per-record tables (same-named kernels summed)."""
+    merged: dict[str, dict[str, dict]] = {}
+    for regions in by_record.values():
+        for region, rows in regions.items():
+            into = merged.setdefault(region, {})
+            for row in rows:
+                have = into.setdefault(row["name"], {"name": row["name"], "count": 0, "self_cpu_us": 0.0,
+                                                     "device_us": 0.0})
+                for k in ("count", "self_cpu_us", "device_us"):
+                    have[k] += row[k]
+    return {r: _costliest_first(rows.values()) for r, rows in merged.items()}
+
+
+def profile_record(record: CompileRecord, *, wait_s: float = 300.0) -> dict[str, list[dict]]:
+    """Profile one call of ``record``'s compiled program on the inputs it was compiled for; kept as ``record.kernels``.
+
+    The call is a real one, as a call from the notebook would be (a program that updates buffers
+    updates them once more). Regions whose fused kernel is not built yet are built first (one
+    call starts them, then this waits up to ``wait_s``), so the profile shows the fused kernels.
+    """
+    inputs = record.example_inputs
+    if inputs is None:
+        raise ValueError(GONE)
+    run = program_runner(record)
+    if not all(r.ready.is_set() for r in record.regions.values()):
+        run(*inputs)
+        record.wait(wait_s)
+    _, by_record = profile_records(run, *inputs)
+    record.kernels = by_record.get(record.uid, {})
+    return record.kernels
+
+
+def _costliest_first(rows) -> list[dict]:
+    return sorted(rows, key=lambda x: -(x["device_us"] or x["self_cpu_us"]))
+
+
+def _place_of(ev) -> tuple[int | None, str]:
+    region, p = None, ev.cpu_parent
     while p is not None:
-        if p.name.startswith(_PREFIX):
-            return p.name[len(_PREFIX):]
+        if region is None and p.name.startswith(REGION_MARK):
+            region = p.name[len(REGION_MARK):]
+        elif p.name.startswith(RECORD_MARK):
+            return int(p.name[len(RECORD_MARK):]), region or OUTSIDE
         p = p.cpu_parent
-    return "(outside regions)"
+    return None, region or OUTSIDE

@@ -1,5 +1,7 @@
 // The sidebar protocol, browser side: the requests the kernel declares (thunderlab/jupyter/protocol.py),
 // their replies and the events it pushes. Version 1.
+import type { TraceText } from "../calldiff";
+import type { Kernels } from "../kernels";
 import type { Payload, Trace } from "../views";
 
 export const PROTOCOL = 1;
@@ -18,10 +20,16 @@ export interface RegionTimings {
   timings: Record<string, { count: number; median_s: number; min_s: number }>;
 }
 export interface TimingsEvent { record: number; regions: Record<string, RegionTimings> }
+export interface CompareStep { index: number; spec: string; ms: number; shared: boolean }
 export interface Comparison {
   a: number; b: number; program_diff: string; symbols: [number, number]; regions: [number, number];
-  seconds: [number, number] | null; steps: { index: number; a: string | null; a_ms: number | null; b: string | null; b_ms: number | null }[];
+  seconds: [number, number] | null; note?: string;
+  steps: { index: number; a: string | null; a_ms: number | null; b: string | null; b_ms: number | null }[];
+  /** each pipeline's own steps (b's steps taken over unchanged from a are `shared`); the final programs with their calls */
+  a_steps?: CompareStep[]; b_steps?: CompareStep[];
+  programs?: { a: Record<string, TraceText>; b: Record<string, TraceText> };
 }
+export interface Profile { record: number; kernels: Kernels; versions: Record<string, string> }
 
 /** Request type -> [fields sent, reply body]. */
 export interface Requests {
@@ -34,6 +42,7 @@ export interface Requests {
   "passes.list": [{}, { passes: PassInfo[] }];
   "records.compare": [{ a: number; b: number; time?: boolean }, Comparison];
   "timings.subscribe": [{ record: number | null }, TimingsEvent | { record: null }];
+  "record.profile": [{ record: number }, Profile];
 }
 export type RequestType = keyof Requests;
 

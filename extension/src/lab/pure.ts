@@ -3,5 +3,5 @@ export { classify } from "./protocol";
 export { moved, parsePipeline, printPipeline, PipelineModel, stepOf } from "./pipeline/model";
 export { RecordsModel, visibleRows } from "./records/model";
 export { declines } from "./step/model";
-export { TimingsModel, timingRows, totalCalls } from "./timings/model";
+export { pairSteps, regionGroups, speedWords, TimingsModel, timingRows, totalCalls } from "./timings/model";
 export { merged, SidebarMemory, STATE_ID } from "./memory";

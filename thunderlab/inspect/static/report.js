@@ -235,6 +235,115 @@ after:  ${b}`)
     return m;
   }
 
+  // src/kernels.ts
+  var OUTSIDE = "(outside regions)";
+  function collapse(s, open, close, by) {
+    let out = "", depth = 0;
+    for (const c of s) {
+      if (c === open) {
+        if (depth++ === 0) out += by;
+        continue;
+      }
+      if (c === close && depth > 0) {
+        depth--;
+        continue;
+      }
+      if (depth === 0) out += c;
+    }
+    return out;
+  }
+  function shortKernelName(name, max = 44) {
+    let s = name.trim();
+    const marker = /^##\s*(.*?)\s*##$/.exec(s);
+    if (marker) s = /^Call CompiledFxGraph\b/.test(marker[1]) ? "Inductor graph call" : marker[1];
+    s = s.replace(/^void\s+/, "").replace(/^graph_\d+_/, "");
+    s = collapse(collapse(s, "<", ">", ""), "(", ")", "").trim();
+    if (!s.startsWith("aten::")) s = s.split("::").filter(Boolean).pop() ?? s;
+    if (!s) s = name.trim();
+    return s.length > max ? s.slice(0, max - 1) + "…" : s;
+  }
+  var cost = (k) => k.device_us || k.self_cpu_us;
+  function kernelTable(kernels, top = 8) {
+    if (!kernels) return [];
+    const out = [];
+    for (const [region, rows] of Object.entries(kernels)) {
+      const sorted = [...rows].sort((x, y) => cost(y) - cost(x));
+      const shown = sorted.slice(0, top), rest = sorted.slice(top);
+      const sum = (rs, f) => rs.reduce((n, k) => n + f(k), 0);
+      out.push({
+        region,
+        cpu_us: sum(rows, (k) => k.self_cpu_us),
+        device_us: sum(rows, (k) => k.device_us),
+        kernels: shown.map((k) => ({ name: k.name, short: shortKernelName(k.name), count: k.count, cpu_us: k.self_cpu_us, device_us: k.device_us })),
+        hidden: rest.length,
+        hidden_cpu_us: sum(rest, (k) => k.self_cpu_us),
+        hidden_device_us: sum(rest, (k) => k.device_us)
+      });
+    }
+    const rank = (r) => r.region === OUTSIDE ? 1 : 0;
+    return out.sort((x, y) => rank(x) - rank(y) || (y.device_us || y.cpu_us) - (x.device_us || x.cpu_us));
+  }
+  var us = (v) => v < 100 ? v.toFixed(1) : Math.round(v).toLocaleString("en-US");
+  function hasDevice(regions) {
+    return regions.some((r) => r.device_us > 0);
+  }
+  function kernelRows(r, device) {
+    const rows = r.kernels.map((k) => h(
+      "tr",
+      { class: "tl-kernel", "data-kernel": k.name },
+      h("td", { class: "tl-kernel-name", title: k.name }, k.short),
+      h("td", { class: "tl-num" }, String(k.count)),
+      h("td", { class: "tl-num" }, us(k.cpu_us)),
+      device ? h("td", { class: "tl-num" }, k.device_us > 0 ? us(k.device_us) : "–") : null
+    ));
+    if (r.hidden) {
+      rows.push(h(
+        "tr",
+        { class: "tl-kernel tl-muted" },
+        h("td", {}, `… ${r.hidden} more`),
+        h("td", {}),
+        h("td", { class: "tl-num" }, us(r.hidden_cpu_us)),
+        device ? h("td", { class: "tl-num" }, us(r.hidden_device_us)) : null
+      ));
+    }
+    return rows;
+  }
+  function kernelsView(kernels, top = 8) {
+    const regions = kernelTable(kernels, top);
+    if (!regions.length) return h("div", { class: "tl-muted" }, "(no kernels recorded)");
+    const device = hasDevice(regions);
+    const heads = ["kernel", "calls", "CPU µs", ...device ? ["device µs"] : []];
+    const table = h("table", { class: "tl-kernels" }, h("thead", {}, h("tr", {}, ...heads.map((t, i) => h("th", { class: i ? "tl-num" : "" }, t)))));
+    for (const r of regions) {
+      const body = h("tbody", { "data-region": r.region });
+      body.append(h(
+        "tr",
+        { class: "tl-kernel-region" },
+        h("th", {}, r.region),
+        h("th", {}),
+        h("th", { class: "tl-num" }, us(r.cpu_us)),
+        device ? h("th", { class: "tl-num" }, us(r.device_us)) : null
+      ));
+      body.append(...kernelRows(r, device));
+      table.append(body);
+    }
+    return h(
+      "div",
+      { class: "tl-kernels-box" },
+      h("div", { class: "tl-muted" }, `kernels of one profiled call, by fusion region (top ${top} each; hover a name for all of it). CPU µs is time spent in the kernel itself` + (device ? "; device µs, on the GPU." : ".")),
+      h("div", { class: "tl-kernels-wrap" }, table)
+    );
+  }
+  var KERNEL_CSS = `
+.thunderlab .tl-kernels-wrap{overflow-x:auto;max-width:100%}
+.thunderlab .tl-kernels{border-collapse:collapse;width:100%;font-size:12px}
+.thunderlab .tl-kernels td,.thunderlab .tl-kernels th{padding:1px 6px}
+.thunderlab .tl-kernel-name{font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px;overflow-wrap:anywhere}
+.thunderlab .tl-kernel td:first-child{padding-left:14px}
+.thunderlab .tl-kernel-region th{text-align:left;font-weight:600;background:var(--jp-layout-color2,#f4f4f6)}
+.thunderlab .tl-kernel-region th.tl-num{text-align:right}
+`;
+
   // src/stepinfo.ts
   var PARAM = /(^|_)(weight|bias|running_mean|running_var|num_batches_tracked|inv_freq|in_proj_weight|in_proj_bias)(_\d+)?$/;
   function splitInputs(names) {
@@ -395,6 +504,7 @@ after:  ${b}`)
     if (here === 0 || !regions.length) {
       const fuse = p.steps.find((s) => /^fuse\b/.test(s.spec));
       box.append(h("div", { class: "tl-muted" }, regions.length && fuse ? `no fusion region at this step: regions run from step ${fuse.index} (${fuse.spec}) on` : "(no fusion regions)"));
+      if (p.kernels) box.append(kernelsView(p.kernels));
       return box;
     }
     const table = h("table", { class: "tl-region-times" }, h("thead", {}, h("tr", {}, ...["region", "version", "calls", "median ms", "min ms", "switched"].map((t) => h("th", {}, t)))));
@@ -419,7 +529,8 @@ after:  ${b}`)
       }
     }
     table.append(tb);
-    box.append(h("div", { class: "tl-muted" }, timed ? "per fusion region (● the version running now); per-kernel times: thunderlab.profile()" : "regions not timed: compile with thunderlab.jit(..., timing=True) to time each region"), table);
+    box.append(h("div", { class: "tl-muted" }, timed ? "per fusion region (● the version running now)" : "regions not timed: compile with thunderlab.jit(..., timing=True) to time each region"), table);
+    box.append(p.kernels ? kernelsView(p.kernels) : h("div", { class: "tl-muted tl-kernels-none" }, "per-kernel times: not profiled yet (thunderlab.profile(f, *args), or the sidebar's Profile one call)"));
     return box;
   }
   function sourceText(s) {
@@ -540,7 +651,7 @@ after:  ${b}`)
 .thunderlab .tl-cd-removed td:first-child,.thunderlab .tl-cd-changed td:first-child{background:rgba(248,81,73,.16)}
 .thunderlab .tl-cd-added td:nth-child(2),.thunderlab .tl-cd-changed td:nth-child(2){background:rgba(46,160,67,.16)}
 .thunderlab .tl-cd-fold button,.thunderlab .tl-cd-more{border:none;background:none;color:var(--jp-content-link-color,#1a6fc9);cursor:pointer;padding:2px 0;font:inherit}
-`;
+` + KERNEL_CSS;
 
   // src/graph/layout.ts
   function layers(items, edges, floatSources) {
