@@ -62,7 +62,7 @@ bench: setup
 	$(BIN)/python benchmarks/training.py
 	$(BIN)/python benchmarks/fusion.py
 	$(BIN)/python benchmarks/inspection.py
-	$(BIN)/python benchmarks/kernels.py
+	$(BIN)/python benchmarks/gelu_kernels.py
 	$(BIN)/python benchmarks/views.py
 
 # a larger random-pipeline campaign than `make test` runs (FUZZ_EXAMPLES draws, fresh each time)

@@ -16,7 +16,7 @@ each on its own deep copy of the module (same weights, same input; eval() as the
                    more kernel on the torch executor, which a fusing executor would fold into its kernels);
   * tl_eager_gelu  thunderlab with eager's GELU kernels everywhere (NATIVE_GELU_BELOW = 0 while its steps run):
                    the torch executor otherwise runs small exact GELUs (the MLP's) on ATen's own kernel, not
-                   oneDNN's (see benchmarks/kernels.py); this variant separates that choice from the rest.
+                   oneDNN's (see benchmarks/gelu_kernels.py); this variant separates that choice from the rest.
 A step: loss = f(x).pow(2).mean(); loss.backward(); model.zero_grad(set_to_none=True). Each variant's first step
 (compilation) is timed, then it is warmed up (--warmup steps and at least 1 s); then --iters rounds time one step
 of every variant in turn (interleaved, so drift hits all alike; shuffled each round, so no variant always runs

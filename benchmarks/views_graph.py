@@ -198,14 +198,6 @@ def _gpt2_report(path: Path, layers: int) -> int:
 
     import thunderlab
     from thunderlab.examples import gpt2_from_config
-
-    # run as a script, this folder is first on sys.path, and its kernels.py would shadow the `kernels`
-    # package that transformers imports
-    here = Path(__file__).resolve().parent
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
-    if ("kernels" in sys.modules
-            and Path(getattr(sys.modules["kernels"], "__file__", "") or "").resolve().parent == here):
-        del sys.modules["kernels"]
     from thunderlab.inspect.serialize import RecordPayload
 
     m = gpt2_from_config(n_layer=layers)

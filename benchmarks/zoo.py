@@ -38,7 +38,6 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/thunderlab_bench_inductor
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-# benchmarks/kernels.py would shadow the `kernels` package transformers imports: leave this folder off the path
 sys.path = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 
 import thunderlab  # noqa: E402

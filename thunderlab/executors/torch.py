@@ -13,7 +13,7 @@ _ATEN_OPS = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
 # Below this many elements, exact GELU and its gradient on CPU float32 tensors run on ATen's own
 # kernel rather than oneDNN's, to which ATen hands them while oneDNN is enabled (the default):
 # oneDNN sets up a primitive on every call, which on small tensors costs several times the
-# arithmetic (benchmarks/kernels.py measures the crossover: ATen's kernel is 0.2x oneDNN's time
+# arithmetic (benchmarks/gelu_kernels.py measures the crossover: ATen's kernel is 0.2x oneDNN's time
 # at 1,024 elements, about even at 16,384). The two agree to float32 rounding (a few 1e-7), not
 # bit for bit; set this to 0 for eager's choice everywhere. oneDNN is switched off (PyTorch's
 # process-wide flag) only around such a kernel, and back on at once; an op another thread starts

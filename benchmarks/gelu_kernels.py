@@ -7,7 +7,7 @@ reports where ATen's own kernel stops being faster: thunderlab's torch executor 
 thunderlab.executors.torch.NATIVE_GELU_BELOW elements. Also the largest difference between the two
 kernels' results (they agree to float32 rounding, not bit for bit).
 
-Run:  .venv/bin/python benchmarks/kernels.py [--rounds 200] [--out PATH]
+Run:  .venv/bin/python benchmarks/gelu_kernels.py [--rounds 200] [--out PATH]
 """
 from __future__ import annotations
 
