@@ -2,6 +2,8 @@
 and a backward call's link leads to its forward call and back."""
 import re
 
+from playwright.sync_api import expect
+
 import thunderlab
 from thunderlab.examples import EXAMPLES
 from thunderlab.inspect.serialize import RecordPayload
@@ -61,13 +63,13 @@ def test_graph_zoom_search_details_and_forward_backward_jump(page, tmp_path):
     # backward -> forward: the forward trace opens with the forward call selected
     details.locator(f'button.tl-jump[data-id="{fw["id"]}"]').click()
     assert "tl-active" in page.locator("button[data-tab=forward]").first.get_attribute("class")
-    view = page.locator(".tl-graph-view").first
-    assert view.get_attribute("data-selected") == fw["id"]
+    # the focus is shown once the new view is laid out in the page (a later animation frame)
+    expect(page.locator(".tl-graph-view").first).to_have_attribute("data-selected", fw["id"])
     assert page.locator(".tl-graph-details .tl-details-title").first.inner_text() == fw["label"]
     # and back: the forward call lists the backward calls derived from it
     page.locator(f'.tl-graph-details button.tl-jump[data-id="{bw["id"]}"]').click()
     assert "tl-active" in page.locator("button[data-tab=backward]").first.get_attribute("class")
-    assert page.locator(".tl-graph-view").first.get_attribute("data-selected") == bw["id"]
+    expect(page.locator(".tl-graph-view").first).to_have_attribute("data-selected", bw["id"])
     assert page.errors == []
 
 
