@@ -1,7 +1,7 @@
 """fuse on hand-built traces: regions follow dataflow, never make a cycle, respect max_size."""
 import torch
 
-from thunderlab.ops import ltorch
+from thunderlab.ops import ltorch, prims
 from thunderlab.passes.claim import Claim
 from thunderlab.passes.fuse import Fuse
 
@@ -50,3 +50,29 @@ def test_unclaimed_calls_stay_outside_with_their_reason():
     assert names(after.forward) == ["cos", "sin"]
     notes = Fuse().describe(before, after)
     assert notes["regions"] == {}
+
+
+def test_a_call_does_not_join_a_region_that_depends_on_it_through_another_region():
+    # a region runs as one unit: once cos(y) joins region 2, whatever reads it depends on regions 0 and 1
+    # too, so f (which reads it through a call torch keeps) must not join region 1: that would be a cycle
+    def g(x, y):
+        a = ltorch.sin(x)  # region 0
+        b = ltorch.mul(a, prims.bernoulli(a, 0.5))  # region 1 (bernoulli stays with torch)
+        c = ltorch.mul(b, prims.bernoulli(b, 0.5))  # region 2
+        d = ltorch.cos(y)  # independent: joins the open region 2
+        f = ltorch.mul(prims.bernoulli(d, 0.5), 2.0)  # depends on region 2, so on regions 1 and 0
+        return c, ltorch.add(f, 1.0)
+
+    before = _claimed(g, ("x", (4,)), ("y", (4,)))
+    after = Fuse()(before)
+    order = {}
+    for i, b in enumerate(after.forward.bound_symbols):
+        for p in b.outputs:
+            order[p.name] = i
+    for i, b in enumerate(after.forward.bound_symbols):
+        assert all(order.get(p.name, -1) < i for p in b.inputs), f"{b.sym.name} reads a value made after it"
+    args = tensors(before.forward)
+    torch.manual_seed(0)
+    want = before.forward.callable()(*args)
+    torch.manual_seed(0)
+    torch.testing.assert_close(after.forward.callable()(*args), want)

@@ -19,29 +19,55 @@ class _Group:
 
 
 def _plan(trace: Trace, max_size: int):
-    """Assign each call to a group (or none) and say why each call was left out."""
+    """Assign each call to a group (or none) and say why each call was left out.
+
+    A group runs as one unit, so what one member depends on, the whole group does. ``anc`` holds,
+    for each unit (a group, or a call in none), the groups it depends on, directly or through
+    other units; a call may join group ``g`` only if no input of its comes from a unit that
+    depends on ``g`` (that path would leave ``g`` and come back: a cycle). When a call joins a
+    group, the group's new dependencies reach every unit that already depends on the group.
+    """
     producer: dict[str, int] = {}  # value name -> index of the call that makes it
     group_of: dict[int, int] = {}  # call index -> group id
-    reach: list[set[int]] = []  # groups a call depends on
-    reach_out: list[set[int]] = []  # groups it depends on through a call outside that group
+    anc: dict[tuple, set[int]] = {}  # ("g", group) or ("c", call index) -> groups it depends on
+    dependents: dict[int, set[tuple]] = {}  # group -> the units whose anc holds it
     groups: dict[int, _Group] = {}
     open_groups: list[int] = []
     why: dict[int, str] = {}
+
+    def unit(j: int) -> tuple:
+        g = group_of.get(j)
+        return ("g", g) if g is not None else ("c", j)
+
+    def depends(u: tuple, new: set[int]) -> None:
+        """``u`` depends on the groups ``new`` too; so does every unit that depends on ``u``."""
+        todo = [(u, new)]
+        while todo:
+            u, new = todo.pop()
+            new = new - anc.setdefault(u, set())
+            if not new:
+                continue
+            anc[u] |= new
+            for g in new:
+                dependents.setdefault(g, set()).add(u)
+            if u[0] == "g":
+                todo.extend((d, new) for d in dependents.get(u[1], ()))
+
     for i, b in enumerate(trace.bound_symbols):
-        r, ro = set(), set()
+        r, ro = set(), set()  # groups the call depends on; those of them reached through another unit
         for p in b.inputs:
             j = producer.get(p.name)
             if j is None:
                 continue
-            r |= reach[j]
-            ro |= reach_out[j]
-            g = group_of.get(j)
-            ro |= reach[j] - ({g} if g is not None else set())
-            if g is not None:
-                r.add(g)
+            u = unit(j)
+            ro |= anc.get(u, set())
+            r |= anc.get(u, set())
+            if u[0] == "g":
+                r.add(u[1])
         for o in b.outputs:
             producer[o.name] = i
         ex = EXECUTORS.get(b.executor or "torch")
+        g = None
         if b.sym.side_effect:
             open_groups.clear()  # a write orders everything around it: no region spans it
             why[b.id] = "writes to an argument, so it stays in place"
@@ -61,9 +87,7 @@ def _plan(trace: Trace, max_size: int):
                     why[b.id] = f"joining region {blocked[-1]} would create a cycle"
             groups[g].members.append(b)
             group_of[i] = g
-            r.add(g)
-        reach.append(r)
-        reach_out.append(ro)
+        depends(unit(i), r - ({g} if g is not None else set()))
     return groups, group_of, why
 
 
