@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from .generators import leaving_generators_alone
+
 _pool: ThreadPoolExecutor | None = None
 # set by thunderlab.profile: each region call is then marked for the torch profiler
 PROFILING = threading.Event()
@@ -77,16 +79,20 @@ class RegionRunner:
         """Compile with the first call's inputs: in the background (tiered) or right here."""
         self._started = True
         if self._tiered:
-            background().submit(self._build, args, YIELD_S)
+            background().submit(self._build, args, YIELD_S, True)
         else:
             self._build(args)
 
-    def _build(self, args, after: float = 0.0) -> None:
+    def _build(self, args, after: float = 0.0, on_worker: bool = False) -> None:
         if after:
             time.sleep(after)  # lets the calling thread return before the compile takes the interpreter lock
         t0 = time.perf_counter()
         try:
-            fn, source = self._compile(args)
+            if on_worker:  # the draws the other threads make meanwhile must stand (see generators.py)
+                with leaving_generators_alone():
+                    fn, source = self._compile(args)
+            else:
+                fn, source = self._compile(args)
         except Exception as e:  # the region keeps running with torch, and says why
             self.error = f"{type(e).__name__}: {e}"
             self.history.append((time.time(), "torch (compile failed)"))
