@@ -30,7 +30,7 @@ from .prims import new_proxy
 from .rules import VJP
 
 __all__ = ["VJP", "vjp", "has_rule", "matmul_by_prims", "linear_by_prims", "eager_rule", "eager_vjp",
-           "convolution_backward"]
+           "convolution_backward", "keeping_state_variant", "needs_state_to_differentiate"]
 
 vjp = VJP.register
 
@@ -586,12 +586,15 @@ def _eager_vjp_impl(qualname, args, kwargs, grads, wrt=None):
         out = fn(*a2, **k2)
         outs = [o for o in tree_flatten(out) if isinstance(o, torch.Tensor)]
         pairs = [(o, gr) for o, gr in zip(outs, grads) if gr is not None and o.requires_grad]
-        inputs = [leaves[id(v)] for v in floats if id(v) in wanted]
-        res = iter(torch.autograd.grad([o for o, _ in pairs], inputs, [gr for _, gr in pairs], allow_unused=True)
-                   if pairs and inputs else [None] * len(inputs))
+        inputs = list(leaves.values())  # one leaf per tensor, however often the call takes it
+        res = (torch.autograd.grad([o for o, _ in pairs], inputs, [gr for _, gr in pairs], allow_unused=True)
+               if pairs and inputs else [None] * len(inputs))
+    by_leaf = dict(zip(leaves, res))
+    # a tensor passed several times (self-attention's query, key and value) gets its whole gradient once:
+    # the gradients of an argument's occurrences are summed, so the others get zeros
     out = []
     for v in floats:
-        r = next(res) if id(v) in wanted else None
+        r = by_leaf.pop(id(v), None)
         out.append(torch.zeros_like(v) if r is None else r)
     return tuple(out)
 
@@ -607,6 +610,91 @@ def _(b, g):
 
 
 eager_vjp = backward_symbol("eager_vjp", _eager_vjp_impl, _eager_vjp_meta, tags={Tag.DONT_RECOMPUTE})
+
+
+# ---- random calls with no rule: keep the generator's state, replay it in backward
+#
+# An opaque call that draws random numbers (``F.multi_head_attention_forward`` with dropout,
+# ``F.rrelu`` in training) cannot simply run again under autograd in backward: it would draw
+# other numbers and move the generator. Autodiff gives such a call, when an input needs a
+# gradient, a forward variant that first reads the state of the generator it draws from and
+# returns it with its outputs (a value saved for backward, like dropout's mask); the backward
+# runs the call again under autograd from that state, inside ``torch.random.fork_rng``, so it
+# draws the same numbers and the generator is left where the forward left it (as
+# ``torch.utils.checkpoint`` does to recompute a random forward).
+
+
+def _generator_device(args, kwargs) -> str:
+    """The device whose generator the call draws from: that of its first tensor argument."""
+    for v in tree_flatten((args, kwargs)):
+        if isinstance(v, (torch.Tensor, TensorProxy)):
+            return str(v.device)
+    return "cpu"
+
+
+def _generator_state(device: str) -> torch.Tensor:
+    d = torch.device(device)
+    return torch.cuda.get_rng_state(d) if d.type == "cuda" else torch.get_rng_state()
+
+
+def _keeping_state_impl(qualname, device, args, kwargs):
+    state = _generator_state(device)
+    return _resolve(qualname)(*args, **kwargs), state
+
+
+def _keeping_state_meta(qualname, device, args, kwargs):
+    d = torch.device(device)
+    n = _generator_state(device).numel() if d.type == "cpu" or torch.cuda.is_available() else 16
+    # the call's own outputs are the original call's (autodiff puts them in place): only the state is new here
+    return None, current_trace().proxy((n,), torch.uint8, d)
+
+
+call_keeping_state = backward_symbol("call_keeping_state", _keeping_state_impl, _keeping_state_meta,
+                                     tags={Tag.RANDOM, Tag.DONT_RECOMPUTE})
+
+
+def _replay_vjp_impl(qualname, device, state, args, kwargs, grads, wrt=None):
+    d = torch.device(device)
+    with torch.random.fork_rng(devices=[d] if d.type == "cuda" else [], device_type="cuda"):
+        if d.type == "cuda":
+            torch.cuda.set_rng_state(state, d)
+        else:
+            torch.set_rng_state(state)
+        return _eager_vjp_impl(qualname, args, kwargs, grads, wrt)
+
+
+def _replay_vjp_meta(qualname, device, state, args, kwargs, grads, wrt=None):
+    return _eager_vjp_meta(qualname, args, kwargs, grads, wrt)
+
+
+eager_vjp_replaying = backward_symbol("eager_vjp_replaying", _replay_vjp_impl, _replay_vjp_meta,
+                                      tags={Tag.DONT_RECOMPUTE})
+
+
+def keeping_state_variant(b: BoundSymbol):
+    """The forward variant of a random call with no derivative rule: the call, and the generator's state before it.
+
+    Recorded into the active trace; autodiff gives it ``b``'s id and outputs (see ``_with_residuals``).
+    """
+    return call_keeping_state(b.sym.qualname, _generator_device(b.args, b.kwargs), b.args, b.kwargs)
+
+
+def needs_state_to_differentiate(b: BoundSymbol) -> bool:
+    """A random call that only PyTorch's autograd can differentiate (no rule, no decomposition)."""
+    return b.sym.random and b.sym.qualname not in VJP and not b.subsymbols and b.sym is not call_keeping_state
+
+
+@vjp(call_keeping_state)
+def _(b, g):
+    qualname, device, args, kwargs = b.args
+    *outs, state = b.outputs
+    grads = tuple(g)[:len(outs)] if isinstance(g, tuple) else (g,)
+    floats = _float_tensors(args, kwargs)
+    wrt = tuple(p.requires_grad for p in floats)
+    if not any(wrt):
+        return []
+    got = eager_vjp_replaying(qualname, device, state, args, kwargs, grads, None if all(wrt) else wrt)
+    return [(p, o) for p, o, w in zip(floats, got, wrt) if w]
 
 
 def eager_rule(b: BoundSymbol, g):

@@ -8,8 +8,8 @@ from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, proxies_in, tree_flatten
 from thunderlab.core.trace import Trace
 from thunderlab.ops import prims
-from thunderlab.ops.rules import RESIDUALS, VJP
-from thunderlab.ops.vjp import eager_rule
+from thunderlab.ops.rules import RESIDUALS, VJP, draws
+from thunderlab.ops.vjp import eager_rule, keeping_state_variant, needs_state_to_differentiate
 
 from .base import Pass, register_pass
 from .dce import dce_trace
@@ -124,12 +124,16 @@ def _with_residuals(work: Trace, bsyms, needs: set[str]) -> list[BoundSymbol]:
 
     The variant keeps the call's id, source and output (its extra outputs are new values), so
     the forward reads as before with the statistics added; see ``thunderlab.ops.rules.RESIDUALS``.
+    A random call that only PyTorch's autograd can differentiate becomes ``ltorch.call_keeping_state``,
+    which also returns the generator's state before the call, for backward to replay it from.
     """
     needs = set(needs)
     out = []
     for b in bsyms:
         wants = any(p.name in needs for p in b.inputs)
         make = RESIDUALS.get(b.sym.qualname) if wants and isinstance(b.output, TensorProxy) else None
+        if make is None and wants and needs_state_to_differentiate(b) and draws(b):
+            make = keeping_state_variant  # backward replays it from the generator's state
         if wants:
             needs.update(p.name for p in b.outputs if _needs_grad(p))
         if make is not None:
