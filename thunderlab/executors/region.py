@@ -1,6 +1,7 @@
 """A fusion region at run time: which version runs (torch first, then the fused kernel), and its timings."""
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
@@ -88,10 +89,8 @@ class RegionRunner:
             time.sleep(after)  # lets the calling thread return before the compile takes the interpreter lock
         t0 = time.perf_counter()
         try:
-            if on_worker:  # the draws the other threads make meanwhile must stand (see generators.py)
-                with leaving_generators_alone():
-                    fn, source = self._compile(args)
-            else:
+            # on the worker, the draws the other threads make meanwhile must stand (see generators.py)
+            with leaving_generators_alone() if on_worker else contextlib.nullcontext():
                 fn, source = self._compile(args)
         except Exception as e:  # the region keeps running with torch, and says why
             self.error = f"{type(e).__name__}: {e}"

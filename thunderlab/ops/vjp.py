@@ -681,7 +681,7 @@ def keeping_state_variant(b: BoundSymbol):
 
 def needs_state_to_differentiate(b: BoundSymbol) -> bool:
     """A random call that only PyTorch's autograd can differentiate (no rule, no decomposition)."""
-    return b.sym.random and b.sym.qualname not in VJP and not b.subsymbols and b.sym is not call_keeping_state
+    return b.sym.random and b.sym.qualname not in VJP and not b.subsymbols
 
 
 @vjp(call_keeping_state)
@@ -689,27 +689,34 @@ def _(b, g):
     qualname, device, args, kwargs = b.args
     *outs, state = b.outputs
     grads = tuple(g)[:len(outs)] if isinstance(g, tuple) else (g,)
+    return _by_autograd(args, kwargs,
+                        lambda wrt: eager_vjp_replaying(qualname, device, state, args, kwargs, grads, wrt))
+
+
+def _by_autograd(args, kwargs, backward) -> list:
+    """(argument, gradient) pairs for the call's floating tensor arguments that need a gradient.
+
+    ``backward(wrt)`` records the call that asks PyTorch's autograd; ``wrt`` says which arguments to
+    differentiate, None when all of them.
+    """
     floats = _float_tensors(args, kwargs)
     wrt = tuple(p.requires_grad for p in floats)
     if not any(wrt):
         return []
-    got = eager_vjp_replaying(qualname, device, state, args, kwargs, grads, None if all(wrt) else wrt)
+    got = backward(None if all(wrt) else wrt)
     return [(p, o) for p, o, w in zip(floats, got, wrt) if w]
 
 
 def eager_rule(b: BoundSymbol, g):
     """Differentiate ``b`` by running it under PyTorch autograd in the backward trace."""
     grads = tuple(g) if isinstance(g, tuple) else (g,)
-    floats = _float_tensors(b.args, b.kwargs)
-    wrt = tuple(p.requires_grad for p in floats)
-    if not any(wrt):
-        return []
-    if b.sym.random:
-        # running it again in backward would draw other numbers than forward drew (and move the generator)
+    if b.sym.random and any(p.requires_grad for p in _float_tensors(b.args, b.kwargs)):
+        # running it again in backward would draw other numbers than forward drew (and move the generator);
+        # autodiff gives such a call its variant that keeps the generator's state (call_keeping_state)
         raise NotImplementedError(
-            f"{b.sym.qualname} draws random numbers and thunderlab has no derivative rule for it, so it cannot "
-            f"differentiate it; call it where no input requires grad (under torch.no_grad()), or use an op with a "
-            f"rule (torch.nn.functional.dropout)")
-    outs = eager_vjp(b.sym.qualname, b.args, b.kwargs, grads, wrt) if not all(wrt) else \
-        eager_vjp(b.sym.qualname, b.args, b.kwargs, grads)
-    return [(p, o) for p, o, w in zip(floats, outs, wrt) if w]
+            f"{b.sym.qualname} draws random numbers and has no derivative rule, and this call of it did not keep "
+            f"the generator's state to replay it from (autodiff's residual variants give it one)")
+    def backward(wrt):
+        return eager_vjp(b.sym.qualname, b.args, b.kwargs, grads, *(() if wrt is None else (wrt,)))
+
+    return _by_autograd(b.args, b.kwargs, backward)
