@@ -74,6 +74,21 @@ def test_opaque_calls_that_draw_are_tagged_random():
     assert Tag.RANDOM not in cummax.tags
 
 
+def test_opaque_calls_that_write_an_argument_are_tagged_side_effect():
+    # torch.instance_norm with running statistics writes them (their in-place update runs inside the call)
+    rm, rv = torch.zeros(3), torch.ones(3)
+    j = thunderlab.jit(lambda x: torch.instance_norm(x, None, None, rm, rv, True, 0.1, 1e-5, False) * 2,
+                       pipeline="dce")
+    j(torch.randn(2, 3, 4))
+    norm = next(b.sym for b in thunderlab.last_record(j).program.forward.bound_symbols if b.sym.module == "torch")
+    assert Tag.SIDE_EFFECT in norm.tags
+    assert not torch.equal(rm, torch.zeros(3)), "the running mean was updated, as eager updates it"
+    j = thunderlab.jit(lambda x: torch.cummax(x, 0).values, pipeline="dce")
+    j(torch.randn(3))
+    cummax = next(b.sym for b in thunderlab.last_record(j).program.forward.bound_symbols if b.sym.module == "torch")
+    assert Tag.SIDE_EFFECT not in cummax.tags
+
+
 def test_tracing_draws_nothing_from_the_generator():
     j = thunderlab.jit(lambda x: torch.randperm(8) + torch.randint(0, 5, (8,)) + x, pipeline="dce")
     torch.manual_seed(0)

@@ -204,3 +204,40 @@ def check(fn: Callable, make_args: Callable[[], tuple], *, entries: Iterable[str
             result[entry] = "ok"
         OUTCOMES.append((entry, result[entry]))
     return result
+
+
+def train_like_eager(make: Callable[[], torch.nn.Module], inputs: Callable[[int], tuple], entry: str,
+                     steps: int = 3) -> None:
+    """Train a module and its compiled copy side by side with SGD, and compare them step by step.
+
+    Each step compares the output, every parameter's gradient and every buffer (running statistics
+    and counters); a wrong gradient or update shows up in every later step too. The parameters are
+    first moved off their initial values, so that layers cloned from one another differ.
+    """
+    import copy
+
+    torch.manual_seed(0)
+    eager = make()
+    with torch.no_grad():
+        for p in eager.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    mine = copy.deepcopy(eager)
+    compiled = thunderlab.jit(mine) if entry == "jit" else torch.compile(mine, backend="thunderlab")
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (eager, mine)]
+    for step in range(steps):
+        args = inputs(step)
+        torch.manual_seed(step)
+        want = eager(*args)
+        torch.manual_seed(step)
+        got = compiled(*args)
+        torch.testing.assert_close(got, want, msg=lambda m, step=step: f"step {step} output: {m}")
+        want.pow(2).mean().backward()
+        got.pow(2).mean().backward()
+        for (n, pe), pm in zip(eager.named_parameters(), mine.parameters()):
+            torch.testing.assert_close(pm.grad, pe.grad, atol=1e-5, rtol=1e-4,
+                                       msg=lambda m, n=n, step=step: f"step {step} gradient of {n}: {m}")
+        for (n, be), bm in zip(eager.named_buffers(), mine.buffers()):
+            torch.testing.assert_close(bm, be, msg=lambda m, n=n, step=step: f"step {step} buffer {n}: {m}")
+        for o in opts:
+            o.step()
+            o.zero_grad()

@@ -6,13 +6,11 @@ tensor as query, key and value; ``dropout`` applies to the attention weights in 
 feed-forward block). Each step compares the output, every parameter's gradient, and, after an
 SGD step, the next step's output: a gradient that is wrong once shows up in every later step.
 """
-import copy
-
 import pytest
 import torch
 import torch.nn as nn
 
-import thunderlab
+from tests.semantics.harness import train_like_eager
 
 
 class SelfAttention(nn.Module):
@@ -52,27 +50,4 @@ def _inputs(name, step):
 @pytest.mark.parametrize("entry", ["jit", "compile"])
 @pytest.mark.parametrize("name", list(MODELS))
 def test_training_steps_match_eager(name, entry):
-    torch.manual_seed(0)
-    eager = MODELS[name]()
-    # layers cloned from one another start equal: make them differ, so that mixing them up shows
-    with torch.no_grad():
-        for p in eager.parameters():
-            p.add_(0.1 * torch.randn_like(p))
-    mine = copy.deepcopy(eager)
-    compiled = thunderlab.jit(mine) if entry == "jit" else torch.compile(mine, backend="thunderlab")
-    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (eager, mine)]
-    for step in range(3):
-        args = _inputs(name, step)
-        torch.manual_seed(step)
-        want = eager(*args)
-        torch.manual_seed(step)
-        got = compiled(*args)
-        torch.testing.assert_close(got, want, msg=lambda m, step=step: f"step {step} output: {m}")
-        want.pow(2).mean().backward()
-        got.pow(2).mean().backward()
-        for (n, pe), pm in zip(eager.named_parameters(), mine.parameters()):
-            torch.testing.assert_close(pm.grad, pe.grad, atol=1e-5, rtol=1e-4,
-                                       msg=lambda m, n=n, step=step: f"step {step} gradient of {n}: {m}")
-        for o in opts:
-            o.step()
-            o.zero_grad()
+    train_like_eager(MODELS[name], lambda step: _inputs(name, step), entry)

@@ -141,8 +141,9 @@ def _identifier(name: str) -> str:
 def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbol:
     """A symbol that calls ``fn`` (or Tensor method ``method``) as is: shown in the trace, never decomposed.
 
-    It is tagged RANDOM once a call of it is seen to draw random numbers (while its metadata is
-    computed), so that no pass merges, drops or recomputes such a call.
+    It is tagged RANDOM once a call of it is seen to draw random numbers, and SIDE_EFFECT once one
+    is seen to write into an argument (``torch.instance_norm``'s running statistics), while its
+    metadata is computed, so that no pass merges, drops, moves or recomputes such a call.
     """
     key = (("method", method) if method else fn, side_effect)
     sym = OPAQUE.get(key)
@@ -159,7 +160,11 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
         def draws():
             sym.tags = sym.tags | {Tag.RANDOM}
 
-        sym = Symbol(name=name, module="torch", impl=impl, meta=torch_meta(impl, qual or name, on_draw=draws),
+        def writes():
+            sym.tags = sym.tags | {Tag.SIDE_EFFECT}
+
+        sym = Symbol(name=name, module="torch", impl=impl,
+                     meta=torch_meta(impl, qual or name, on_draw=draws, on_write=writes),
                      tags={Tag.SIDE_EFFECT} if side_effect else (),
                      qualname=qual or f"_opaque_{len(OPAQUE)}_{_identifier(name)}")
         OPAQUE[key] = sym

@@ -12,6 +12,7 @@ import math
 from numbers import Number
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from thunderlab.core.proxies import TensorProxy
@@ -59,40 +60,58 @@ def _to_meta(v):
     return v.meta_tensor().requires_grad_(False) if isinstance(v, TensorProxy) else v
 
 
-def torch_meta(fn, name: str, on_draw=None):
+def torch_meta(fn, name: str, on_draw=None, on_write=None):
     """A meta function that runs ``fn`` on meta-device tensors and proxies the results.
 
     ``on_draw()`` is called when ``fn`` turns out to draw random numbers (an aten op PyTorch tags
-    ``nondeterministic_seeded`` runs inside it). A call with no tensor arguments runs for real
-    (on the CPU): the random generator is restored after it, so tracing draws nothing.
+    ``nondeterministic_seeded`` runs inside it), ``on_write()`` when it writes into one of its
+    tensor arguments (an aten op whose schema writes to a tensor sharing an argument's storage,
+    as ``torch.instance_norm`` updates its running statistics). A call with no tensor arguments
+    runs for real (on the CPU): the random generator is restored after it, so tracing draws
+    nothing.
     """
 
     def meta(*args, **kwargs):
         ins = _tensors(args, kwargs)
-        probe = _DrawProbe() if on_draw is not None else contextlib.nullcontext()
+        margs, mkwargs = tree_map(_to_meta, args), tree_map(_to_meta, kwargs)
+        probe = None
+        if on_draw is not None or on_write is not None:
+            probe = _EffectProbe([t for t in tree_flatten((margs, mkwargs)) if isinstance(t, torch.Tensor)])
         keep = contextlib.nullcontext() if ins else torch.random.fork_rng(devices=[])
         try:
-            with keep, probe:
-                out = fn(*tree_map(_to_meta, args), **tree_map(_to_meta, kwargs))
+            with keep, probe or contextlib.nullcontext():
+                out = fn(*margs, **mkwargs)
         except Exception as e:  # the message of torch's own check is the useful part
             raise TraceError(f"{name}: {e}") from None
         if on_draw is not None and probe.drew:
             on_draw()
+        if on_write is not None and probe.wrote:
+            on_write()
         device = ins[0].device if ins else torch.device("cpu")
         return tree_map(lambda t: new_proxy(t.shape, t.dtype, device, ins) if isinstance(t, torch.Tensor) else t, out)
 
     return meta
 
 
-class _DrawProbe(TorchDispatchMode):
-    """Notes whether any aten op run under it draws from a random generator."""
+class _EffectProbe(TorchDispatchMode):
+    """Notes whether any aten op run under it draws from a random generator, or writes into ``arguments``."""
 
-    drew = False
+    def __init__(self, arguments: list[torch.Tensor]):
+        super().__init__()
+        self.drew = self.wrote = False
+        self._storages = {StorageWeakRef(t.untyped_storage()) for t in arguments}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         if torch.Tag.nondeterministic_seeded in func.tags:
             self.drew = True
-        return func(*args, **(kwargs or {}))
+        if not self.wrote and func._schema.is_mutable:
+            for a, v in zip(func._schema.arguments, list(args) + [kwargs.get(x.name) for x in
+                                                                  func._schema.arguments[len(args):]]):
+                if (a.alias_info is not None and a.alias_info.is_write and isinstance(v, torch.Tensor)
+                        and StorageWeakRef(v.untyped_storage()) in self._storages):
+                    self.wrote = True
+        return func(*args, **kwargs)
 
 
 # -- elementwise ----------------------------------------------------------------------------

@@ -571,15 +571,22 @@ def _eager_vjp_impl(qualname, args, kwargs, grads, wrt=None):
     fn = _resolve(qualname)
     floats = _float_tensors(args, kwargs)
     wanted = {id(v) for v, w in zip(floats, wrt if wrt is not None else [True] * len(floats)) if w}
-    leaves = {}
+    leaves, copies = {}, {}
 
     def leaf(v):
-        if isinstance(v, torch.Tensor) and id(v) in wanted:
+        if not isinstance(v, torch.Tensor):
+            return v
+        if id(v) in wanted:
             t = leaves.get(id(v))
             if t is None:
                 t = leaves[id(v)] = v.detach().requires_grad_()
             return t
-        return v
+        # the other tensors as copies: a call that writes into an argument (instance norm's running
+        # statistics) did so in forward, and must not do it again here
+        t = copies.get(id(v))
+        if t is None:
+            t = copies[id(v)] = v.clone()
+        return t
 
     with torch.enable_grad():
         a2, k2 = tree_map(leaf, args), tree_map(leaf, kwargs)
