@@ -17,6 +17,7 @@ CLASSES = {
     "test_unsupported": "7 constructs that crashed or were unclear",
     "test_attention_modules": "8 attention modules trained (nn.MultiheadAttention, nn.Transformer)",
     "test_module_state": "9 running statistics updated while training",
+    "test_integers": "10 integer arithmetic over int64's range",
     "test_harness": "the harness itself",
 }
 _COUNTS: dict = defaultdict(lambda: defaultdict(int))

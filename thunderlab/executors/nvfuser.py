@@ -198,6 +198,7 @@ NOT_TRANSLATED = {
     "prims.python_del": "bookkeeping",
     "prims.bernoulli": "random: eager dropout's noise, which nvFuser's Philox stream would not reproduce",
     "prims.set_grad_enabled": "changes grad mode (a region boundary)",
+    "prims.trunc_divide": "integer division is left to torch (exact for every int64)",
 }
 
 

@@ -175,10 +175,15 @@ def _div_impl(a, b, *, rounding_mode=None):
     return torch.div(a, b, rounding_mode=rounding_mode)
 
 
-def _exact_quotient(a, b):
-    """``a / b`` of integers, computed in float64 (exact for the magnitudes torch tests use)."""
-    return elementwise(prims.div, convert(a, torch.float64) if is_tensor(a) else float(a),
-                       convert(b, torch.float64) if is_tensor(b) else float(b))
+def _int_floor_divide(a, b):
+    """``a // b`` of integers, exactly: the quotient toward zero, one less where the remainder's sign differs
+    from the divisor's."""
+    q = elementwise(prims.trunc_divide, a, b)
+    r = elementwise(prims.fmod, a, b)
+    divisor_negative = lt(b, 0) if is_tensor(b) else b < 0
+    down = logical_and(ne(r, 0), ne(lt(r, 0), divisor_negative) if is_tensor(b) else
+                       (gt(r, 0) if divisor_negative else lt(r, 0)))
+    return sub(q, convert(down, q.dtype))
 
 
 @torchsymbol(torch.div, torch.true_divide, operator.truediv, methods=("div", "true_divide", "__truediv__"),
@@ -193,7 +198,7 @@ def div(a, b, *, rounding_mode=None):
         return convert(q, res)
     if rounding_mode == "floor":
         return floor_divide(a, b)
-    return convert(prims.trunc(_exact_quotient(a, b)), res)
+    return convert(elementwise(prims.trunc_divide, a, b), res)
 
 
 @derivative(div)
@@ -211,7 +216,7 @@ def floor_divide(a, b):
     comp, res = promote(a, b)
     if comp.is_floating_point:
         return convert(prims.floor(elementwise(prims.div, a, b, kind=K.INT_TO_FLOAT)), res)
-    return convert(prims.floor(_exact_quotient(a, b)), res)
+    return convert(_int_floor_divide(a, b), res)
 
 
 @torchsymbol(torch.pow, operator.pow, methods=("pow", "__pow__"))

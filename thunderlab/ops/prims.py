@@ -157,6 +157,8 @@ PREDICATES = {
 BINARY = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.true_divide,
     "remainder": torch.remainder, "fmod": torch.fmod, "pow": torch.pow,
+    # integer division rounded toward zero, exact for every int64 (a quotient through float64 is not)
+    "trunc_divide": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
     "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
     "bitwise_and": torch.bitwise_and, "bitwise_or": torch.bitwise_or, "bitwise_xor": torch.bitwise_xor,
 }
