@@ -18,6 +18,7 @@ CLASSES = {
     "test_attention_modules": "8 attention modules trained (nn.MultiheadAttention, nn.Transformer)",
     "test_module_state": "9 running statistics updated while training",
     "test_integers": "10 integer arithmetic over int64's range",
+    "test_hooks": "11 gradient hooks inside the function",
     "test_harness": "the harness itself",
 }
 _COUNTS: dict = defaultdict(lambda: defaultdict(int))

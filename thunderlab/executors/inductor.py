@@ -21,6 +21,7 @@ from .fusion import FusionExecutor, torch_region
 # the torch-level or prim calls inductor is not handed
 _DECLINE = {
     "eager_vjp": "runs PyTorch autograd itself",
+    "apply_grad_hook": "calls the user's gradient hook, Python code",
 }
 # compiled regions by (region code, input metadata) -> (the callable, weakly; the kernel source). Functions that
 # have the same region share its kernel: an entry lasts while any function runs it, and the newest are kept

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import torch
+from torch._higher_order_ops.register_hook import register_hook_op
 
+from thunderlab.core.symbols import Tag
 from thunderlab.core.trace import TraceError, current_trace
 
 from . import prims
 from .common import is_tensor
-from .declare import opaque_symbol, torchsymbol
+from .declare import backward_symbol, opaque_symbol, torchsymbol
 from .rules import derivative
 
 
@@ -84,3 +86,33 @@ contiguous = opaque_symbol("contiguous", torch.Tensor.contiguous, methods=("cont
 @derivative(contiguous, clone)
 def _(b, g):
     return [(b.params.a, g)]
+
+
+# -- gradient hooks ------------------------------------------------------------------------
+# ``y.register_hook(fn)`` on a value the program computes: TorchDynamo hands it over as
+# ``higher_order.register_hook(y, hook)``, whose result stands for ``y`` from then on. Forward, the
+# same values; backward, the gradient of ``y`` is what ``hook`` makes of it (unchanged when it
+# returns None), as eager autograd calls the hook when ``y``'s gradient is computed.
+
+
+def _grad_hook_impl(a, hook):
+    return a
+
+
+@torchsymbol(register_hook_op, impl=_grad_hook_impl)
+def grad_hook(a, hook):
+    return prims.convert_element_type(a, a.dtype)
+
+
+def _apply_grad_hook(hook, g):
+    out = hook(g)
+    return g if out is None else out
+
+
+apply_grad_hook = backward_symbol("apply_grad_hook", _apply_grad_hook, lambda hook, g: prims.new_proxy(
+    g.shape, g.dtype, g.device, [g]), tags={Tag.DONT_RECOMPUTE, Tag.SIDE_EFFECT})
+
+
+@derivative(grad_hook)
+def _(b, g):
+    return [(b.params.a, apply_grad_hook(b.params.hook, g))]
