@@ -19,6 +19,7 @@ CLASSES = {
     "test_module_state": "9 running statistics updated while training",
     "test_integers": "10 integer arithmetic over int64's range",
     "test_hooks": "11 gradient hooks inside the function",
+    "test_functorch": "12 torch.vmap and torch.func transforms inside the function",
     "test_harness": "the harness itself",
 }
 _COUNTS: dict = defaultdict(lambda: defaultdict(int))

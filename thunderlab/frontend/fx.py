@@ -24,7 +24,7 @@ from thunderlab.ops import torch_ops as ltorch
 
 from .functionalize import Functionalizer, functional_symbol, overlapping, writes
 from .regions import ENTER as AUTOCAST_ENTER
-from .regions import AutocastRegion
+from .regions import TRANSFORM_ENTER, GraphRegion
 
 _QUERY_METHODS = {"size", "dim", "numel", "ndimension", "is_contiguous", "is_floating_point", "element_size",
                   "nelement"}
@@ -94,6 +94,8 @@ class Lowering:
                     try:
                         if node.op == "call_function" and node.target is AUTOCAST_ENTER:
                             i = self.autocast(nodes, i - 1)
+                        elif node.op == "call_function" and node.target in TRANSFORM_ENTER:
+                            i = self.transform(nodes, i - 1)
                         else:
                             self.env[node] = self.node(node)
                     except TraceError as e:
@@ -228,8 +230,17 @@ class Lowering:
 
     def autocast(self, nodes, start: int) -> int:
         """A ``torch.autocast`` region: one call that runs it under the same autocast; the index after its end."""
-        region = AutocastRegion.collect(nodes, start)
+        region = GraphRegion.autocast(nodes, start)
         outs = region.symbol(self.gm)(*self.load(tuple(region.inputs)))
+        for n, v in zip(region.outputs, outs):
+            self.env[n] = v
+        return region.end + 1
+
+    def transform(self, nodes, start: int) -> int:
+        """A functorch transform's call (``torch.vmap``, ``torch.func.grad``): one call that runs its captured nodes;
+        the index after its end."""
+        region = GraphRegion.transform(nodes, start)
+        outs = region.transform_symbol(self.gm)(*self.load(tuple(region.inputs)))
         for n, v in zip(region.outputs, outs):
             self.env[n] = v
         return region.end + 1
