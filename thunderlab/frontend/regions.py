@@ -35,9 +35,10 @@ from .functionalize import writes
 
 ENTER = torch.amp.autocast_mode._enter_autocast
 EXIT = torch.amp.autocast_mode._exit_autocast
-# functorch's transforms as TorchDynamo captures them: each raises its level, and lowers it at the end
-TRANSFORM_ENTER = {torch._functorch.predispatch._vmap_increment_nesting: "torch.vmap",
-                   torch._C._functorch._grad_increment_nesting: "torch.func.grad (or vjp, jacrev)"}
+# functorch's transforms as TorchDynamo captures them: each raises its level, and lowers it at the end.
+# The raise -> (what the user called, the name its region prints as)
+TRANSFORM_ENTER = {torch._functorch.predispatch._vmap_increment_nesting: ("torch.vmap", "vmap_region"),
+                   torch._C._functorch._grad_increment_nesting: ("torch.func.grad (or vjp, jacrev)", "grad_region")}
 TRANSFORM_EXIT = {torch._functorch.predispatch._vmap_decrement_nesting, torch._C._functorch._grad_decrement_nesting}
 
 
@@ -105,14 +106,13 @@ class GraphRegion:
             if depth == 0:
                 break
         else:
-            raise TraceError(f"a {TRANSFORM_ENTER[nodes[start].target]} call has no end in this graph; keep the "
+            raise TraceError(f"a {TRANSFORM_ENTER[nodes[start].target][0]} call has no end in this graph; keep the "
                              "whole call in one compiled function")
-        return cls._of(nodes[start], nodes[start:end + 1], end, f"a {TRANSFORM_ENTER[nodes[start].target]} call")
+        return cls._of(nodes[start], nodes[start:end + 1], end, f"a {TRANSFORM_ENTER[nodes[start].target][0]} call")
 
     def transform_symbol(self, gm: torch.fx.GraphModule) -> Symbol:
         sub = self._graph(gm, "TransformRegion")
-        what = TRANSFORM_ENTER[self.enter.target]
-        name = "vmap_region" if what == "torch.vmap" else "grad_region"
+        what, name = TRANSFORM_ENTER[self.enter.target]
         return mapping.derived(("transform", sub), name, sub, meta=_fake_meta(sub, f"a {what} call"))
 
 
