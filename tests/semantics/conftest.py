@@ -16,7 +16,7 @@ CLASSES = {
     "test_direct_calls": "6 direct calls",
     "test_unsupported": "7 constructs that crashed or were unclear",
     "test_attention_modules": "8 attention modules trained (nn.MultiheadAttention, nn.Transformer)",
-    "test_module_state": "9 running statistics updated while training",
+    "test_module_state": "9 modules trained: running statistics, checkpoint, embedding options",
     "test_integers": "10 integer arithmetic over int64's range",
     "test_hooks": "11 gradient hooks inside the function",
     "test_functorch": "12 torch.vmap and torch.func transforms inside the function",

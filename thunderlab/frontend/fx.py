@@ -82,24 +82,7 @@ class Lowering:
                 self.env[node] = self.placeholder(node, a)
             self.fz.overlaps = overlapping(self.concrete)
             self.fz.any_writes = any(writes(n) for n in self.gm.graph.nodes)
-            nodes, i = list(self.gm.graph.nodes), 0
-            while i < len(nodes):
-                node, i = nodes[i], i + 1
-                if node.op == "placeholder":
-                    continue
-                if node.op == "output":
-                    tr.output = self.load(node.args[0])
-                    continue
-                with tr.source(source_of(node)):
-                    try:
-                        if node.op == "call_function" and node.target is AUTOCAST_ENTER:
-                            i = self.autocast(nodes, i - 1)
-                        elif node.op == "call_function" and node.target in TRANSFORM_ENTER:
-                            i = self.transform(nodes, i - 1)
-                        else:
-                            self.env[node] = self.node(node)
-                    except TraceError as e:
-                        raise TraceError(f"{_describe(node)}: {e}") from None
+            tr.output = self.interpret(list(self.gm.graph.nodes))
             views, recorded = self.fz.finish(tr.output)
             if recorded:
                 if not isinstance(tr.output, tuple):
@@ -155,6 +138,43 @@ class Lowering:
                 self.env[n] = v = cur
         return v
 
+    def interpret(self, nodes: list[torch.fx.Node]):
+        """Record the calls of a graph's nodes (its placeholders already bound); the value of its output."""
+        out, i = None, 0
+        while i < len(nodes):
+            node, i = nodes[i], i + 1
+            if node.op == "placeholder":
+                continue
+            if node.op == "output":
+                out = self.load(node.args[0])
+                continue
+            with self.trace.source(source_of(node)):
+                try:
+                    if node.op == "call_function" and node.target is AUTOCAST_ENTER:
+                        i = self.autocast(nodes, i - 1)
+                    elif node.op == "call_function" and node.target in TRANSFORM_ENTER:
+                        i = self.transform(nodes, i - 1)
+                    else:
+                        self.env[node] = self.node(node)
+                except TraceError as e:
+                    raise TraceError(f"{_describe(node)}: {e}") from None
+        return out
+
+    def inline(self, body: torch.fx.GraphModule, args):
+        """The calls of ``body`` (a subgraph TorchDynamo captured) recorded here, on ``args``; its output."""
+        nodes = list(body.graph.nodes)
+        placeholders = [n for n in nodes if n.op == "placeholder"]
+        if len(placeholders) != len(args):
+            raise TraceError(f"a captured subgraph takes {len(placeholders)} inputs, got {len(args)}")
+        for n, a in zip(placeholders, args):
+            self.env[n] = a
+        self.fz.any_writes = self.fz.any_writes or any(writes(n) for n in nodes)
+        outer, self.gm = self.gm, body  # the body's own attributes
+        try:
+            return self.interpret(nodes)
+        finally:
+            self.gm = outer
+
     # -- calls ----------------------------------------------------------------------------
     def node(self, node):
         if node.op == "get_attr":
@@ -171,6 +191,10 @@ class Lowering:
     def call_function(self, target, args, kwargs):
         if target is operator.getitem and not isinstance(args[0], TensorProxy):
             return args[0][args[1]]
+        if target is _CHECKPOINT:
+            # torch.utils.checkpoint: what the body computes, recorded here (what to keep for backward and
+            # what to compute again is remat's decision; the eager op would not replay the body's draws)
+            return self.inline(args[0], args[1:])
         if target is torch._C._set_grad_enabled:  # a no_grad / enable_grad / set_grad_enabled region
             return prims.set_grad_enabled(*args)
         if target is operator.setitem and isinstance(args[0], TensorProxy):
@@ -257,6 +281,9 @@ class Lowering:
         if not isinstance(value, TensorProxy):
             raise TraceError(f"in-place {entry} gives no tensor to write into {target.name}")
         return self.fz.write(target, value, entry)
+
+
+_CHECKPOINT = torch.ops.higher_order.tag_activation_checkpoint
 
 
 def _python_operator(target) -> bool:

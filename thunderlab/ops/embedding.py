@@ -25,11 +25,12 @@ embedding_backward = backward_symbol("embedding_backward", torch.ops.aten.embedd
 @derivative(embedding)
 def _(b, g):
     p = b.params
-    if p.max_norm is not None or p.scale_grad_by_freq:
+    if p.max_norm is not None:
         return NotImplemented
     n = p.weight.shape[0]
     pad = -1 if p.padding_idx is None else (p.padding_idx if p.padding_idx >= 0 else n + p.padding_idx)
-    return [(p.weight, embedding_backward(g, p.a, n, pad, False))]
+    # scale_grad_by_freq: each row's gradient divided by how often its index occurs in the batch
+    return [(p.weight, embedding_backward(g, p.a, n, pad, bool(p.scale_grad_by_freq)))]
 
 
 one_hot = opaque_symbol("one_hot", F.one_hot, torch._C._nn.one_hot, signature=lambda a, num_classes=-1: None)
