@@ -21,6 +21,8 @@ from .fusion import FusionExecutor, torch_region
 # the torch-level or prim calls inductor is not handed
 _DECLINE = {
     "eager_vjp": "runs PyTorch autograd itself",
+    "eager_vjp_on_copies": "runs PyTorch autograd itself",
+    "eager_vjp_replaying": "runs PyTorch autograd itself, from a saved generator state",
     "apply_grad_hook": "calls the user's gradient hook, Python code",
 }
 # compiled regions by (region code, input metadata) -> (the callable, weakly; the kernel source). Functions that

@@ -12,6 +12,7 @@ A call with no rule is differentiated through its decomposition; a call with nei
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -564,10 +565,12 @@ def _float_tensors(args, kwargs) -> list:
             and (v.dtype.is_floating_point or v.dtype.is_complex)]
 
 
-def _eager_vjp_impl(qualname, args, kwargs, grads, wrt=None):
+def _eager_vjp_impl(qualname, args, kwargs, grads, wrt=None, *, on_copies=False):
     """Gradients of the call for its floating tensor arguments, in order; ``wrt`` (one bool each)
     names those to differentiate (the others get zeros: some arguments, such as nll_loss's weight,
-    PyTorch refuses to differentiate at all)."""
+    PyTorch refuses to differentiate at all). ``on_copies``: the other tensor arguments are passed as
+    copies, for a call that writes into an argument (instance norm's running statistics), which it did
+    in forward and must not do again here."""
     fn = _resolve(qualname)
     floats = _float_tensors(args, kwargs)
     wanted = {id(v) for v, w in zip(floats, wrt if wrt is not None else [True] * len(floats)) if w}
@@ -581,8 +584,8 @@ def _eager_vjp_impl(qualname, args, kwargs, grads, wrt=None):
             if t is None:
                 t = leaves[id(v)] = v.detach().requires_grad_()
             return t
-        # the other tensors as copies: a call that writes into an argument (instance norm's running
-        # statistics) did so in forward, and must not do it again here
+        if not on_copies:
+            return v
         t = copies.get(id(v))
         if t is None:
             t = copies[id(v)] = v.clone()
@@ -617,6 +620,8 @@ def _(b, g):
 
 
 eager_vjp = backward_symbol("eager_vjp", _eager_vjp_impl, _eager_vjp_meta, tags={Tag.DONT_RECOMPUTE})
+eager_vjp_on_copies = backward_symbol("eager_vjp_on_copies", functools.partial(_eager_vjp_impl, on_copies=True),
+                                      _eager_vjp_meta, tags={Tag.DONT_RECOMPUTE})
 
 
 # ---- random calls with no rule: keep the generator's state, replay it in backward
@@ -667,7 +672,7 @@ def _replay_vjp_impl(qualname, device, state, args, kwargs, grads, wrt=None):
             torch.cuda.set_rng_state(state, d)
         else:
             torch.set_rng_state(state)
-        return _eager_vjp_impl(qualname, args, kwargs, grads, wrt)
+        return _eager_vjp_impl(qualname, args, kwargs, grads, wrt, on_copies=True)
 
 
 def _replay_vjp_meta(qualname, device, state, args, kwargs, grads, wrt=None):
@@ -723,7 +728,10 @@ def eager_rule(b: BoundSymbol, g):
         raise NotImplementedError(
             f"{b.sym.qualname} draws random numbers and has no derivative rule, and this call of it did not keep "
             f"the generator's state to replay it from (autodiff's residual variants give it one)")
+    # a call that writes into an argument runs again on copies of the tensors it does not differentiate
+    vjp_call = eager_vjp_on_copies if b.sym.side_effect else eager_vjp
+
     def backward(wrt):
-        return eager_vjp(b.sym.qualname, b.args, b.kwargs, grads, *(() if wrt is None else (wrt,)))
+        return vjp_call(b.sym.qualname, b.args, b.kwargs, grads, *(() if wrt is None else (wrt,)))
 
     return _by_autograd(b.args, b.kwargs, backward)
