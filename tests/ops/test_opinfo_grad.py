@@ -127,7 +127,8 @@ def gradient_source(steps) -> str | None:
 
     A backward call links (``derived_from``) to the forward call it differentiates: a top-level
     call of the traced program when that call's own rule ran, one of its subsymbols when autodiff
-    went through the decomposition. ``ltorch.eager_vjp`` is the fallback to PyTorch autograd.
+    went through the decomposition. ``ltorch.eager_vjp`` (or its variants on copies and replaying a draw) is
+    the fallback to PyTorch autograd.
     """
     i = next((k for k, s in enumerate(steps) if s.spec == "autodiff"), None)
     if i is None or "backward" not in steps[i].program.traces:
@@ -135,7 +136,8 @@ def gradient_source(steps) -> str | None:
     before = steps[i - 1].program.forward if i else None
     top = {b.id: b for b in before.bound_symbols} if before is not None else {}
     bw = steps[i].program.traces["backward"].bound_symbols
-    eager = sorted({b.args[0] for b in bw if b.sym.qualname == "ltorch.eager_vjp"})
+    fallbacks = ("ltorch.eager_vjp", "ltorch.eager_vjp_on_copies", "ltorch.eager_vjp_replaying")
+    eager = sorted({b.args[0] for b in bw if b.sym.qualname in fallbacks})
     if eager:
         return f"eager({','.join(eager)})"
     if any(b.derived_from not in top for b in bw):
