@@ -20,6 +20,7 @@ CLASSES = {
     "test_integers": "10 integer arithmetic over int64's range",
     "test_hooks": "11 gradient hooks inside the function",
     "test_functorch": "12 torch.vmap and torch.func transforms inside the function",
+    "test_conversions": "13 conversions that may return their input (to, cpu, contiguous, type_as, reshape, expand_as)",
     "test_harness": "the harness itself",
 }
 _COUNTS: dict = defaultdict(lambda: defaultdict(int))

@@ -13,6 +13,10 @@ they share its storage as in eager.
 Whether a call makes a view is PyTorch's answer, not a list: candidate calls are run on
 meta tensors with eager's strides, and a result that shares the source's storage is a view
 (``reshape`` and ``contiguous`` are views only when eager's strides allow it; ``detach`` is one).
+The conversions that return their input itself when there is nothing to convert (``to``, ``cpu``,
+``cuda``, ``type``, ``type_as``, ``float`` on a float tensor, ...) are asked the same way, a move to
+the tensor's own device asked as one to the meta device: their result is the input, and a write
+through it is a write to the input, as in eager.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from thunderlab.core.symbols import Symbol, Tag, proxies_in, tree_map
 from thunderlab.core.trace import TraceError, current_trace
 from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch
+from thunderlab.ops.conversion import same_device, type_target
 
 # Calls that may return a view: every symbol declared with Tag.VIEW, and these torch calls that
 # are not (PyTorch's "Tensor Views" with no thunderlab view symbol, and the calls that return a
@@ -35,8 +40,10 @@ from thunderlab.ops import torch_ops as ltorch
 MAY_ALIAS = {
     "movedim", "moveaxis", "adjoint", "diagonal", "unfold", "tensor_split", "hsplit", "vsplit", "dsplit",
     "getattr", "detach", "alias", "view_as_real", "view_as_complex", "real", "imag", "contiguous", "to", "float",
-    "double", "half", "bfloat16", "type", "type_as", "as_strided",
+    "double", "half", "bfloat16", "type", "type_as", "as_strided", "cpu", "cuda",
 }
+# the calls that, when they alias, return their source itself: a write through the result is one to the source
+_SELF = {"to", "cpu", "cuda", "float", "double", "half", "bfloat16", "type", "type_as", "contiguous", "alias"}
 
 
 def may_alias(sym: Symbol, fn) -> bool:
@@ -86,13 +93,67 @@ class Step:
         out = self.fn(t, *self.args, **self.kwargs)
         return out[self.index] if self.index is not None else out
 
+    def without_tensors(self) -> Step | None:
+        """The same view with its tensor arguments replaced by their shape or dtype (``expand_as(o)`` is
+        ``expand(o.shape)``), for the runtime to re-make it on the caller's tensor; None if there is none."""
+        if not any(isinstance(v, TensorProxy) for v in (*self.args, *self.kwargs.values())):
+            return self
+        other = self.args[0] if len(self.args) == 1 and not self.kwargs else None
+        if not isinstance(other, TensorProxy) or self.name not in _LIKE:
+            return None
+        fn, arg = _LIKE[self.name]
+        return Step(self.sym, fn, (arg(other),), {}, self.index)
+
     def inverse(self, prev: TensorProxy, new: TensorProxy) -> TensorProxy:
         """The value of the source after its view has become ``new``."""
         if self.name in _RESHAPES:
             return ltorch.reshape(new, prev.shape)
-        if self.name in ("to", "float", "double", "half", "bfloat16", "type", "type_as", "contiguous", "alias"):
+        if self.name in _SELF:
             return new  # the call returned its source itself
         return _scatter_symbol(self.fn, self.index, self.name)(prev, new, *self.args, **self.kwargs)
+
+
+# a view taking a tensor only for its metadata: the call that takes that metadata instead
+_LIKE = {
+    "expand_as": (torch.Tensor.expand, lambda o: tuple(o.shape)),
+    "view_as": (torch.Tensor.view, lambda o: tuple(o.shape)),
+    "reshape_as": (torch.Tensor.reshape, lambda o: tuple(o.shape)),
+    "type_as": (torch.Tensor.to, lambda o: o.dtype),
+}
+
+
+def _probe(fn, src: TensorProxy, args: tuple, kwargs: dict):
+    """The call that asks, on the meta source, whether ``fn(src, *args, **kwargs)`` returns a view of it.
+
+    A conversion to the source's own device is asked as one to the meta device (where the probe
+    runs); a move to another device is always a copy (None).
+    """
+    name = getattr(fn, "__name__", "")
+    if name in ("cpu", "cuda"):  # Tensor.cpu(memory_format=...), Tensor.cuda(device=None, non_blocking, ...)
+        device = "cpu" if name == "cpu" else kwargs.get("device", args[0] if args else "cuda")
+        fmt = kwargs.get("memory_format", torch.preserve_format)
+        return (torch.Tensor.to, ("meta",), {"memory_format": fmt}) if same_device(device or "cuda", src.device) \
+            else None
+    if name == "type":
+        dtype, device = type_target(kwargs.get("dtype", args[0] if args else None))
+        if dtype is None or (device is not None and device != src.device.type):
+            return None
+        return torch.Tensor.to, (dtype,), {}
+    if name not in ("to", "type_as"):
+        return fn, args, kwargs
+
+    def meta_device(v):
+        if isinstance(v, TensorProxy):
+            return v if same_device(v.device, src.device) else None
+        if isinstance(v, (torch.device, str)) or (isinstance(v, int) and not isinstance(v, bool)):
+            return "meta" if same_device(v, src.device) else None
+        return v
+
+    args = tuple(meta_device(v) for v in args)
+    kwargs = {k: meta_device(v) if k in ("device", "other") else v for k, v in kwargs.items()}
+    if any(v is None for v in (*args, *kwargs.values())):
+        return None
+    return fn, args, kwargs
 
 
 def _scatter_symbol(fn, index, name) -> Symbol:
@@ -197,8 +258,11 @@ class Functionalizer:
         if (fn is getattr and args[1:2] not in [(n,) for n in _VIEW_ATTRS]) or not may_alias(sym, fn):
             return
         src = self._alias(args[0])
+        probe = _probe(fn, args[0], tuple(args[1:]), dict(kwargs))
+        if probe is None:
+            return
         try:
-            got = fn(src.meta, *tree_map(_meta, args[1:]), **tree_map(_meta, kwargs))
+            got = probe[0](src.meta, *tree_map(_meta, probe[1]), **tree_map(_meta, probe[2]))
         except Exception:  # noqa: BLE001 - not expressible on meta tensors: not a view we can follow
             return
         outs = proxies_in(out)
@@ -280,9 +344,10 @@ class Functionalizer:
             a = self.aliases.get(o.name)
             if a is None or a.storage.input is None:
                 continue
-            if any(any(isinstance(v, TensorProxy) for v in (*st.args, *st.kwargs.values())) for st in a.steps):
-                continue  # a view whose arguments are tensors (view_as, expand_as) keeps its functional value
-            views.append((k, a.storage.input, a.steps))
+            steps = tuple(st.without_tensors() for st in a.steps)
+            if None in steps:
+                continue  # a view whose arguments are tensors and not only their metadata keeps its functional value
+            views.append((k, a.storage.input, steps))
         return views, recorded
 
     def written_inputs(self) -> list[str]:

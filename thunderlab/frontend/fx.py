@@ -16,12 +16,14 @@ import re
 import torch
 import torch.fx
 
+from thunderlab.core import amp
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import SourceInfo, proxies_in, tree_flatten
 from thunderlab.core.trace import ScalarInput, Trace, TraceError
 from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch
 
+from . import autocast
 from .functionalize import Functionalizer, functional_symbol, overlapping, writes
 from .regions import ENTER as AUTOCAST_ENTER
 from .regions import TRANSFORM_ENTER, GraphRegion
@@ -68,6 +70,7 @@ class Lowering:
         self.env: dict[torch.fx.Node, object] = {}
         self.lifted: list[torch.Tensor] = []
         self.fz = Functionalizer()
+        self.ambient: dict[str, torch.dtype] = {}  # the caller's autocast, by device type (see frontend/autocast)
 
     def run(self, args) -> Trace:
         tr = self.trace
@@ -77,6 +80,7 @@ class Lowering:
         self.inputs_by_name: dict[str, TensorProxy] = {}
         self.concrete: dict[str, torch.Tensor] = {}  # input name -> this call's tensor, for .item()
         tr.grad_enabled = torch.is_grad_enabled()  # the caller's grad mode, changed by the function's own regions
+        self.ambient = amp.ambient()
         with tr.active():
             for node, a in zip(placeholders, args):
                 self.env[node] = self.placeholder(node, a)
@@ -95,6 +99,8 @@ class Lowering:
         tr.meta["written_inputs"] = [position[name] for name in self.fz.written_inputs()]
         # inputs the runtime writes under autograd, from the extra outputs at the end (see Functionalizer.finish)
         tr.meta["recorded_writes"] = [position[name] for name, _ in recorded]
+        # the caller's autocast: the program holds its casts, and runs with autocast off on these devices
+        tr.meta["autocast"] = dict(self.ambient)
         return tr
 
     # -- inputs ---------------------------------------------------------------------------
@@ -180,6 +186,8 @@ class Lowering:
         if node.op == "get_attr":
             return self.lift(node)
         args, kwargs = self.load(node.args), self.load(node.kwargs)
+        if self.ambient and node.op in ("call_function", "call_method"):
+            return self.autocast_call(node, args, kwargs)
         if node.op == "call_function":
             return self.call_function(node.target, args, kwargs)
         if node.op == "call_method":
@@ -187,6 +195,18 @@ class Lowering:
         raise TraceError(
             f"{node.op} nodes are not supported (module {node.target!r}); Dynamo inlines nn modules by default"
         )
+
+    def autocast_call(self, node, args, kwargs):
+        """A call made under the caller's ``torch.autocast``: the inputs it casts converted first, explicitly."""
+        casts = autocast.cast_for(node, args, kwargs, self.ambient)
+        if casts:
+            args, kwargs = autocast.cast_inputs(args, kwargs, casts)
+        if node.op == "call_function":
+            value = self.call_function(node.target, args, kwargs)
+        else:
+            value = self.call_method(node.target, args, kwargs)
+        autocast.check(node, value)
+        return value
 
     def call_function(self, target, args, kwargs):
         if target is operator.getitem and not isinstance(args[0], TensorProxy):

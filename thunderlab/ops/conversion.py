@@ -17,16 +17,40 @@ def _to_impl(a, *args, **kwargs):
     return a.to(*args, **kwargs)
 
 
+def same_device(device, here: torch.device) -> bool:
+    """Whether ``device`` as a user writes it (``"cuda"``, ``0``, ``torch.device("cpu")``) names ``here``.
+
+    ``"cuda"`` without an index is the current CUDA device, as ``Tensor.to`` reads it."""
+    d = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    if d.type != here.type:
+        return False
+    if d.index is None:
+        return here.index is None or d.type != "cuda" or here.index == torch.cuda.current_device()
+    return d.index == (here.index or 0)
+
+
+def type_target(t) -> tuple[torch.dtype | None, str | None]:
+    """``Tensor.type``'s argument as (dtype, device type): ``"torch.cuda.HalfTensor"``, ``torch.FloatTensor``,
+    or a dtype (device None: the tensor's own)."""
+    if isinstance(t, torch.dtype) or t is None:
+        return t, None
+    name = t if isinstance(t, str) else f"{t.__module__}.{t.__name__}"
+    cls = getattr(torch.cuda if name.startswith("torch.cuda.") else torch, name.rsplit(".", 1)[-1], None)
+    if not isinstance(getattr(cls, "dtype", None), torch.dtype):
+        raise TraceError(f"type: {t!r} is not a tensor type (torch.FloatTensor, 'torch.cuda.HalfTensor', a dtype)")
+    return cls.dtype, "cuda" if name.startswith("torch.cuda.") else "cpu"
+
+
 @torchsymbol(torch.Tensor.to, methods=("to",), impl=_to_impl)
 def to(a, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
     for v in args:
         if isinstance(v, torch.dtype):
             dtype = v
-        elif isinstance(v, (torch.device, str)):
-            device = torch.device(v)
+        elif isinstance(v, (torch.device, str)) or (isinstance(v, int) and not isinstance(v, bool)):
+            device = v
         elif is_tensor(v):
             dtype, device = v.dtype, v.device
-    if device is not None and torch.device(device) != a.device:
+    if device is not None and not same_device(device, a.device):
         raise TraceError(f"to: moving {a.name} from {a.device} to {device} is not supported inside a trace")
     return prims.convert_element_type(a, dtype or a.dtype)
 
@@ -52,12 +76,24 @@ as_int = _as(torch.int32, "int")
 as_bool = _as(torch.bool, "bool")
 
 
+def _type_impl(a, dtype=None, non_blocking=False, **kwargs):
+    return a.type(dtype, non_blocking, **kwargs)
+
+
+@torchsymbol(torch.Tensor.type, name="type", methods=("type",), impl=_type_impl)
+def type_(a, dtype=None, non_blocking=False):
+    if dtype is None:
+        return NotImplemented  # the type's name, a string
+    dtype, device = type_target(dtype)
+    return to(a, dtype, device=device)  # the tensor itself when it has that type already, as in eager
+
+
 @torchsymbol(torch.Tensor.type_as, methods=("type_as",))
 def type_as(a, other):
     return prims.convert_element_type(a, other.dtype)
 
 
-@derivative(to, as_float, type_as, as_half, as_bfloat16, as_double)
+@derivative(to, type_, as_float, type_as, as_half, as_bfloat16, as_double)
 def _(b, g):
     a = b.params.a
     return [(a, to(g, a.dtype) if g.dtype != a.dtype else g)]

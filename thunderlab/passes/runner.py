@@ -1,6 +1,7 @@
 """Running a pipeline: one observer hook between passes; verification after each pass."""
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
 import traceback
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from thunderlab.core import amp
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import tree_flatten
 from thunderlab.core.verify import VerificationError, check_program, check_trace
@@ -127,7 +129,8 @@ def fresh_copies(inputs) -> tuple:
 def run_program(program: Program, inputs, trace: str = "forward"):
     """Run one trace of ``program`` with its executors (torch where unclaimed; fusion regions call by call)."""
     fn = bind(program.traces[trace], options={"eager_regions": True})
-    return fn(*inputs)
+    with amp.off():  # a program holds the casts of the autocast it was captured in (see thunderlab.core.amp)
+        return fn(*inputs)
 
 
 VERIFY_SEED = 0  # the seed every verification run and its eager reference start from
@@ -152,12 +155,30 @@ class Reference:
     inputs: tuple
 
 
-def eager_reference(fn, inputs) -> Reference:
-    """Run ``fn`` (eager PyTorch) on copies of ``inputs``, seeded as verification runs are."""
+def eager_reference(fn, inputs, autocast: dict | None = None) -> Reference:
+    """Run ``fn`` (eager PyTorch) on copies of ``inputs``, seeded as verification runs are.
+
+    ``autocast`` is the ``torch.autocast`` to run it under (device type -> dtype, as a program captured under
+    autocast keeps it in ``trace.meta["autocast"]``); None runs it under the autocast in force now.
+    """
     fresh = fresh_copies(inputs)
-    with torch.no_grad(), seeded():
+    with torch.no_grad(), seeded(), (amp.entered(autocast) if autocast is not None else contextlib.nullcontext()):
         out = fn(*fresh)
     return Reference(out, fresh)
+
+
+def current_reference(record, inputs) -> Reference:
+    """Eager's outputs on ``inputs`` as they are now (copies), under the autocast the record was captured in.
+
+    A reference saved at compile time belongs to the inputs as they were then: a training step since
+    (an optimizer's update of the parameters) or the call itself (a write into an input) changes them.
+    """
+    captured = record.steps[0].program.forward
+    autocast = captured.meta.get("autocast", {})
+    if record.eager is not None:
+        n = len(record.inputs)  # lifted constants follow the graph's own inputs: eager uses its own
+        return eager_reference(record.eager, inputs[:n], autocast)
+    return eager_reference(lambda *a: run_program(record.steps[0].program, a), inputs, autocast)
 
 
 # (rtol, atol) per dtype: torch.testing.assert_close's defaults (its documented table), and never
@@ -355,12 +376,12 @@ class Bisection:
 
 
 def bisect(record, inputs=None, reference=None) -> Bisection | None:
-    """Binary search over a record's steps for the first whose program disagrees with eager.
+    """The first of a record's steps whose program disagrees with eager (values, mutated inputs, aliases).
 
     ``inputs`` are the captured graph's inputs, in ``record.inputs`` order; they default to the inputs the record
     was compiled for; ``reference`` (the eager outputs) defaults to the record's, else to running the captured
-    program with torch.
-    Returns None when the final program agrees.
+    program with torch (both on copies of the inputs as they are now, under the autocast of the capture).
+    Returns None when every step agrees.
     """
     inputs = inputs if inputs is not None else record.example_inputs
     if inputs is None:
@@ -374,35 +395,21 @@ def bisect(record, inputs=None, reference=None) -> Bisection | None:
                          f"too: record.example_inputs has them in order")
     steps = [s for s in record.steps if s.program is not None]
     if reference is None:
-        # eager again, on copies of the inputs as they are now: the outputs saved at compile time belong
-        # to the inputs as they were then, and the call itself may have written to them since
-        if record.eager is not None:
-            n = len(record.inputs)  # lifted constants follow the graph's own inputs: eager uses its own
-            reference = eager_reference(record.eager, inputs[:n])
-        else:
-            reference = eager_reference(lambda *a: run_program(record.steps[0].program, a), inputs)
+        reference = current_reference(record, inputs)
     checked: list[int] = []
-    results: dict[int, Verification] = {}
     views = steps[0].program.forward.meta.get("input_views") if steps else None  # the runtime re-makes these
-
-    def check(k: int) -> bool:
-        checked.append(steps[k].index)
-        results[k] = verify(steps[k].program, inputs, reference, views=views)
-        return results[k].ok
-
-    if check(len(steps) - 1):
-        return None
-    lo, hi = -1, len(steps) - 1  # steps[lo] agrees (capture, by definition of the reference), steps[hi] does not
-    if check(0):
-        lo = 0
-    else:
-        hi = 0
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if check(mid):
-            lo = mid
+    # every step in order, not a binary search: a pass can break a program that a later pass repairs (dce
+    # dropping what was wrong), and the answer must be the step a re-run's verification would blame first
+    last: tuple[Program, Verification] | None = None
+    for bad in steps:
+        if last is not None and bad.program is last[0]:  # the pass returned its input: the same answer
+            v = last[1]
         else:
-            hi = mid
-    bad = steps[hi]
-    v = results[hi]
+            checked.append(bad.index)
+            v = verify(bad.program, inputs, reference, views=views)
+        last = (bad.program, v)
+        if not v.ok:
+            break
+    else:
+        return None
     return Bisection(bad.index, bad.spec, v.detail or v.structural, checked)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from thunderlab.core import fastpaths
+from thunderlab.core.amp import without_autocast
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import tree_flatten
@@ -28,8 +29,13 @@ def _rebuild(structure, values):
     return walk(structure)
 
 
-def training_callable(program: Program, *, regions: dict | None = None, options: dict | None = None):
-    """A function running ``program``'s forward under autograd, with its backward as the gradient."""
+def training_callable(program: Program, *, regions: dict | None = None, options: dict | None = None,
+                      autocast_off=()):
+    """A function running ``program``'s forward under autograd, with its backward as the gradient.
+
+    ``autocast_off``: device types whose autocast is turned off while either program runs (the backward
+    too: ``loss.backward()`` may be called inside the autocast block).
+    """
     fw_trace, bw_trace = program.forward, program.traces["backward"]
     # inside autograd.Function.forward nothing records a graph whatever the grad mode; the
     # program's own grad-mode regions are already honoured by its backward trace
@@ -38,6 +44,8 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     # the backward takes its inputs as one list it empties, so that each saved tensor is freed after
     # its last use, as eager autograd frees a node's saved tensors once the node has run
     bw = bind(bw_trace, regions=regions, options=options, packed=True)
+    if autocast_off:
+        bw = without_autocast(bw, autocast_off)
     structure = fw_trace.output[0]
     leaves = [p for p in tree_flatten(structure) if isinstance(p, TensorProxy)]
     position = {}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
+from thunderlab.core.amp import without_autocast
 from thunderlab.core.program import Program
 from thunderlab.core.trace import Trace
 from thunderlab.executors import inductor
@@ -17,7 +18,7 @@ from thunderlab.executors.base import bind
 from thunderlab.executors.region import PENDING, PROFILING, start_pending
 from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
-from thunderlab.passes.runner import eager_reference, verify
+from thunderlab.passes.runner import current_reference, eager_reference, verify
 
 from .autograd import training_callable
 
@@ -249,12 +250,15 @@ def _program_callable(record: CompileRecord, final: Program, *, tiered: bool, ti
     # with a backward trace, regions run inside an autograd.Function, where no op records a graph
     run_options = {"tiered": tiered, "timing": timing,
                    "grad_enabled": torch.is_grad_enabled() and "backward" not in final.traces}
+    off = tuple(trace.meta.get("autocast", {}))  # called under torch.autocast: its casts are in the program
     if "backward" in final.traces:
-        fn = training_callable(final, regions=record.regions, options=run_options)
+        fn = training_callable(final, regions=record.regions, options=run_options, autocast_off=off)
         if not torch.is_grad_enabled():  # called under no_grad, the function turns grad on (enable_grad)
             fn = _with_grad(fn)
     else:
         fn = bind(final.forward, regions=record.regions, options=run_options)
+    if off:
+        fn = without_autocast(fn, off)
     if trace.meta.get("recorded_writes"):
         fn = with_recorded_writes(fn, trace.meta["recorded_writes"])
     views = trace.meta.get("input_views")
@@ -351,9 +355,12 @@ def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) 
     verifying = record.reference is not None
     if verifying and record.example_inputs is None:
         raise ValueError(GONE)
+    # checked against eager on the inputs as they are now, as bisect checks: the saved outputs belong to the
+    # inputs as they were when the record was made (a training step has updated the parameters since)
+    reference = current_reference(record, record.example_inputs) if verifying else None
     rest = Pipeline(parsed.enabled()[k:])
     steps, _final, error = run_pipeline(new.steps[-1].program, rest, observer=observer, first_index=k + 1,
-                                        inputs=record.example_inputs if verifying else None, reference=record.reference)
+                                        inputs=record.example_inputs if verifying else None, reference=reference)
     new.steps.extend(steps)
     new.error = error
     _RECORDS.append(new)
