@@ -229,3 +229,17 @@ def graph_diff(before: Graph, after: Graph) -> GraphDiff:
     executor = [k for k in changed if calls_a[k].executor != calls_b[k].executor]
     regrouped = [k for k in calls_a if k in calls_b and calls_a[k].group != calls_b[k].group]
     return GraphDiff(added, removed, changed, executor, regrouped)
+
+
+def graph_from_payload(data: dict) -> Graph:
+    """A graph as a payload keeps it (``{"nodes": [...], "edges": [...]}``; see ``serialize``), e.g. from a file.
+
+    The payload does not keep what each call computes (``Node.signature``), so ``graph_diff`` between two such
+    graphs sees additions and removals but not changes; the payload's own ``changes`` have those.
+    """
+    nodes = {}
+    for n in data["nodes"]:
+        nodes[n["id"]] = Node(n["id"], n["label"], n["kind"], executor=n.get("executor"), source=n.get("source"),
+                              group=n.get("group"), scope=n.get("scope"), derived_from=n.get("derived_from"),
+                              outputs=[tuple(o) for o in n.get("outputs", [])])
+    return Graph(nodes, [Edge(e["src"], e["dst"], e["value"], e["type"]) for e in data["edges"]])

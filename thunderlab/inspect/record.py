@@ -47,6 +47,9 @@ class Step:
     pass_type: Any = field(default=None, repr=False)
     # the pass as it ran, "auto" options decided (see Pass.in_pipeline)
     resolved: str | None = field(default=None, repr=False)
+    # a step loaded from a file has no program, only what the payload keeps of it: per trace its
+    # text, graph, diff against the previous step and stats (the payload's ``traces``)
+    saved: dict[str, dict] | None = field(default=None, repr=False)
 
     @property
     def ms(self) -> float:
@@ -54,13 +57,27 @@ class Step:
 
     def python(self, trace: str = "forward") -> str:
         """The program after this step as runnable Python (one trace, default forward)."""
+        if self.program is None and self.saved is not None:
+            return self._saved(trace)["program"]
         return self.program.traces[trace].python(header=self.header(trace))
 
     def graph(self, trace: str = "forward", *, expand_regions: bool = False):
-        """The program after this step as a dataflow graph (see ``thunderlab.inspect.graph``)."""
+        """The program after this step as a dataflow graph (see ``thunderlab.inspect.graph``).
+
+        A step loaded from a file has its graph as the views show it (regions expanded).
+        """
+        if self.program is None and self.saved is not None:
+            from .graph import graph_from_payload
+
+            return graph_from_payload(self._saved(trace)["graph"])
         from .graph import trace_graph
 
         return trace_graph(self.program.traces[trace], expand_regions=expand_regions)
+
+    def _saved(self, trace: str) -> dict:
+        if trace not in self.saved:
+            raise ValueError(f"no {trace!r} trace in step {self.index} ({self.spec}); it has {list(self.saved)}")
+        return self.saved[trace]
 
     def header(self, trace: str = "forward") -> str:
         return (f"thunderlab · {trace} · step {self.index} \"{self.spec}\" · {self.ms:.1f} ms · "
@@ -132,9 +149,21 @@ class CompileRecord:
     kernels: dict[str, list[dict]] | None = None
     reused: int = 0  # passes taken unchanged from the record this one was re-run from
     uid: int = field(default_factory=lambda: next(_uids))  # stable for the process's life, unlike a position
+    # the payload this record was loaded from (``thunderlab.load``); None for a record made in this process
+    document: dict | None = field(default=None, repr=False)
+    source_file: str | None = field(default=None, repr=False)  # the file it was loaded from
+
+    @property
+    def loaded(self) -> bool:
+        """Whether this record was read from a file: it has its steps' text, graphs and diffs, but no running code."""
+        return self.document is not None
 
     def timings(self) -> dict:
         """Per fusion region: which version runs, when it switched, and count/median/min per version."""
+        if self.loaded:
+            return {name: {"executor": r["executor"], "running": r["version"], "error": r["error"],
+                           "history": r["history"], "timings": r["timings"]}
+                    for name, r in self.document.get("regions", {}).items()}
         return {name: r.summary() for name, r in self.regions.items()}
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -160,6 +189,10 @@ class CompileRecord:
         from .diff import text_diff
 
         sa, sb = self.steps[a], self.steps[b]
+        if self.loaded:
+            from .saved import saved_diff
+
+            return saved_diff(self, sa, sb, trace)
         if sa.program is None or sb.program is None:
             raise ValueError(f"step {a if sa.program is None else b} failed and has no program to compare")
         if trace not in sa.program.traces or trace not in sb.program.traces:
@@ -174,6 +207,10 @@ class CompileRecord:
         from .graph import graph_diff
 
         sa, sb = self.steps[a], self.steps[b]
+        if self.loaded:
+            from .saved import saved_graph_diff
+
+            return saved_graph_diff(self, sa, sb, trace)
         if sa.program is None or sb.program is None:
             raise ValueError(f"step {a if sa.program is None else b} failed and has no program to compare")
         if trace not in sa.program.traces or trace not in sb.program.traces:
@@ -189,7 +226,7 @@ class CompileRecord:
         """The lazy JSON payload ("thunderlab.record/v1") of this record: ``summary()``, ``step(i)``, ``to_dict()``."""
         from .serialize import RecordPayload
 
-        return RecordPayload(self)
+        return RecordPayload(self)  # a loaded record's is the payload it was loaded from
 
     def to_json(self, path=None, *, indent: int | None = None) -> str:
         """The whole payload as JSON text (written to ``path`` when given)."""

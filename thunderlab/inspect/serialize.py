@@ -63,7 +63,15 @@ def _stats(trace) -> dict:
 
 
 class RecordPayload:
-    """The payload of one record, built step by step on demand and cached."""
+    """The payload of one record, built step by step on demand and cached.
+
+    A record loaded from a file gets back the payload it was loaded from (``SavedPayload``).
+    """
+
+    def __new__(cls, record: CompileRecord):
+        if getattr(record, "document", None) is not None:
+            return SavedPayload(record.document)
+        return super().__new__(cls)
 
     def __init__(self, record: CompileRecord):
         self.record = record
@@ -159,6 +167,31 @@ class RecordPayload:
         d = self.summary()
         d["steps"] = [self.step(i) for i in range(len(self.record.steps))]
         return d
+
+
+class SavedPayload:
+    """The payload of a record loaded from a file: the document itself, with ``RecordPayload``'s interface."""
+
+    def __init__(self, document: dict):
+        self.document = document
+
+    def traces(self, i: int) -> dict | None:
+        return self.step(i)["traces"]
+
+    def step(self, i: int) -> dict:
+        steps = self.document["steps"]
+        if not -len(steps) <= i < len(steps):
+            raise IndexError(f"step {i} out of range: this record has steps 0..{len(steps) - 1}")
+        return steps[i % len(steps)]
+
+    def regions(self) -> dict:
+        return self.document["regions"]
+
+    def summary(self) -> dict:
+        return {**self.document, "steps": [{**s, "traces": None} for s in self.document["steps"]]}
+
+    def to_dict(self) -> dict:
+        return self.document
 
 
 def to_json(record: CompileRecord, path: str | Path | None = None, *, indent: int | None = None) -> str:
