@@ -1,15 +1,20 @@
 """thunderlab: a tracing compiler for PyTorch whose every pass is an inspectable step."""
 from .api import (
     JitFunction,
+    NotLive,
+    RecordFileError,
     bisect,
     clear_records,
     compare,
     jit,
     last_record,
     last_traces,
+    load,
     profile,
+    record_to,
     records,
     rerun,
+    save,
     set_fast_paths,
     set_limits,
 )
@@ -19,8 +24,9 @@ from .version import __version__ as __version__
 
 _register_backend()
 
-__all__ = ["DEFAULT_PIPELINE", "JitFunction", "Pass", "Pipeline", "bisect", "clear_records", "compare", "jit",
-           "last_record", "last_traces", "profile", "records", "register_pass", "rerun", "set_fast_paths", "set_limits"]
+__all__ = ["DEFAULT_PIPELINE", "JitFunction", "NotLive", "Pass", "Pipeline", "RecordFileError", "bisect",
+           "clear_records", "compare", "jit", "last_record", "last_traces", "load", "profile", "record_to", "records",
+           "register_pass", "rerun", "save", "set_fast_paths", "set_limits"]
 
 
 def _jupyter_labextension_paths() -> list[dict]:

@@ -12,6 +12,9 @@ from thunderlab.executors import default_order
 from thunderlab.frontend.dispatch import MISS, DirectCalls
 from thunderlab.frontend.dynamo import Backend, BackendLink
 from thunderlab.inspect import record as _record_module
+from thunderlab.inspect.document import SUFFIX, RecordFileError
+from thunderlab.inspect.document import load as _load
+from thunderlab.inspect.document import save as _save
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.passes import DEFAULT_PIPELINE
 from thunderlab.passes.base import PipelineError
@@ -20,6 +23,9 @@ from thunderlab.passes.runner import bisect as _bisect
 from thunderlab.runtime.compare import RecordComparison, compare_records
 from thunderlab.runtime.compiled import Options, all_records, clear_records, set_limits
 from thunderlab.runtime.compiled import rerun as _rerun
+from thunderlab.runtime.loaded import compare_saved, live_record
+from thunderlab.runtime.recorder import RecordWriter, from_environment
+from thunderlab.runtime.recorder import record_to as _record_to
 
 
 class JitFunction:
@@ -98,18 +104,63 @@ def records() -> list[CompileRecord]:
 
 
 def rerun(record: CompileRecord, pipeline: str | None = None) -> CompileRecord:
-    """Run ``pipeline`` (default: the record's own) again on the record's captured program."""
+    """Run ``pipeline`` (default: the record's own) again on the record's captured program.
+
+    A record loaded from a file is re-run on its captured program rebuilt from the saved text, checked at
+    every step on fresh inputs of the recorded shapes and dtypes (step 0's notes say so).
+    """
+    if record.loaded:
+        return _rerun(live_record(record), pipeline)
     return _rerun(record, pipeline)
 
 
 def bisect(record: CompileRecord, inputs=None, reference=None) -> Bisection | None:
     """The first step whose program's outputs differ from eager on ``inputs`` (default: the captured ones)."""
+    if record.loaded:
+        raise NotLive(
+            f"bisect needs the record's programs and the function they came from, and record {record.name!r} was "
+            f"loaded from {record.source_file or 'a file'}, which keeps their text only; bisect the live record "
+            f"(compile the function again with thunderlab.jit and call it), or re-run this one: "
+            f"thunderlab.rerun(record) checks every step against its captured program on fresh inputs"
+        )
     return _bisect(record, inputs, reference)
 
 
 def compare(record: CompileRecord, other: CompileRecord, *, time: bool = True) -> RecordComparison:
-    """How the pipeline, the program and (with ``time``) the run time changed from ``record`` to ``other``."""
+    """How the pipeline, the program and (with ``time``) the run time changed from ``record`` to ``other``.
+
+    A record loaded from a file is compared by its saved program text; it has nothing to time.
+    """
+    if record.loaded or other.loaded:
+        return compare_saved(record, other, time=time)
     return compare_records(record, other, time=time)
+
+
+class NotLive(RuntimeError):
+    """A verb that runs code was asked of a record loaded from a file."""
+
+
+def save(record: CompileRecord, path) -> str:
+    """Write ``record`` to ``path`` (named ``NAME.thunderlab.json``) for ``thunderlab.load``; returns the path."""
+    return str(_save(record, path))
+
+
+def load(path) -> CompileRecord:
+    """The record saved in ``path`` (a ``*.thunderlab.json`` file): its steps, programs, diffs, graphs, notes,
+    timings and kernel profiles; no running code (``record.loaded`` is True).
+
+    A file that is not such a record (damaged, cut short, another version) raises ``RecordFileError``.
+    """
+    return _load(path)
+
+
+def record_to(directory, *, max_files: int = 1000, max_mb: float = 256.0) -> RecordWriter | None:
+    """Write every record this process makes, as it is made, to ``directory`` (one ``*.thunderlab.json`` each).
+
+    Writing happens on a background thread, never in the compiled call; at most ``max_files`` files and
+    ``max_mb`` megabytes are written. ``None`` stops writing. ``THUNDERLAB_RECORDS=DIR`` does this at import.
+    """
+    return _record_to(directory, max_files=max_files, max_mb=max_mb)
 
 
 # ``record.rerun(...)``, ``record.bisect(...)`` and ``record.compare(...)`` are these verbs
@@ -137,5 +188,8 @@ def _records_of(jfn) -> list[CompileRecord]:
                     f"for torch.compile(backend='thunderlab') use thunderlab.records()")
 
 
-__all__ = ["JitFunction", "bisect", "set_fast_paths", "clear_records", "compare", "jit", "last_record", "last_traces",
-           "profile", "records", "rerun", "set_limits"]
+from_environment()  # THUNDERLAB_RECORDS=DIR: records written as they are made (see record_to)
+
+__all__ = ["JitFunction", "NotLive", "RecordFileError", "SUFFIX", "bisect", "set_fast_paths", "clear_records",
+           "compare", "jit", "last_record", "last_traces", "load", "profile", "record_to", "records", "rerun", "save",
+           "set_limits"]

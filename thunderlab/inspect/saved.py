@@ -38,7 +38,7 @@ def saved_diff(record: CompileRecord, sa: Step, sb: Step, trace: str) -> str:
     ta, tb = _pair(sa, sb, trace)
     if _previous_with_program(record, sb) == sa.index and tb["diff"] is not None:
         return tb["diff"]
-    a, b = _code_lines(ta["program"]), _code_lines(tb["program"])
+    a, b = code_lines(ta["program"]), code_lines(tb["program"])
     return "".join(difflib.unified_diff(a, b, f"{sa.index} {sa.spec}", f"{sb.index} {sb.spec}"))
 
 
@@ -52,7 +52,7 @@ def saved_graph_diff(record: CompileRecord, sa: Step, sb: Step, trace: str):
     return graph_diff(graph_from_payload(ta["graph"]), graph_from_payload(tb["graph"]))
 
 
-def _code_lines(text: str) -> list[str]:
+def code_lines(text: str) -> list[str]:
     """A saved program's text as ``text_diff`` compares it: no header, imports or per-value comments.
 
     Source-line comments (``# block.py:31   code``) and the comment naming a fusion region stay, as they do there.
