@@ -142,7 +142,15 @@ def report(args) -> int:
 
     The file defines FUNCTION (a function, an nn.Module, or an nn.Module class made with no
     arguments) and ``FUNCTION_inputs()`` or ``example_inputs()``, which returns the arguments.
+
+    ``thunderlab report DIR`` writes one offline site over the record files in DIR (as
+    THUNDERLAB_RECORDS=DIR leaves them): DIR/report/index.html, or the folder --out names.
+    ``thunderlab report FILE.thunderlab.json`` writes the report of one saved record.
     """
+    if os.path.isdir(args.target):
+        return _report_folder(args)
+    if args.target.endswith(".thunderlab.json"):
+        return _report_file(args)
     import thunderlab
     from thunderlab.runtime.compiled import CompileError
 
@@ -164,12 +172,38 @@ def report(args) -> int:
         raise SystemExit(_call_failed(args.target, fn, inputs, e)) from None
     rec = thunderlab.last_record(jfn)
     print(rec.table())
-    rec.to_html(args.out)
-    print(f"HTML report: {os.path.abspath(args.out)}")
+    out = args.out if args.out is not None else "report.html"
+    rec.to_html(out)
+    print(f"HTML report: {os.path.abspath(out)}")
     if args.json:
         rec.to_json(args.json)
         print(f"JSON payload: {os.path.abspath(args.json)}")
     return status
+
+
+def _report_folder(args) -> int:
+    from thunderlab.inspect.site import write_site
+
+    out = args.out if args.out is not None else os.path.join(args.target, "report")
+    site = write_site(args.target, out)
+    for name, why in site.failed.items():
+        print(f"skipped {name}: {why}", file=sys.stderr)
+    print(f"{len(site.pages)} records; site: {os.path.abspath(site.index)}")
+    return 1 if site.failed else 0
+
+
+def _report_file(args) -> int:
+    import thunderlab
+
+    try:
+        rec = thunderlab.load(args.target)
+    except thunderlab.RecordFileError as e:
+        raise SystemExit(f"thunderlab report: {e}") from None
+    print(rec.table())
+    out = args.out if args.out is not None else "report.html"
+    rec.to_html(out)
+    print(f"HTML report: {os.path.abspath(out)}")
+    return 0
 
 
 def passes(args) -> int:
@@ -208,10 +242,12 @@ def main(argv=None) -> int:
     )
     p.add_argument("--out", default="thunderlab-demo.html", help="where to write the HTML report ('' for none)")
     p.set_defaults(fn=demo)
-    p = sub.add_parser("report", help="compile FILE.py:FUNCTION on its example inputs and write an HTML report",
+    p = sub.add_parser("report", help="compile FILE.py:FUNCTION on its example inputs and write an HTML report; "
+                                      "or a site over a folder of saved records",
                        description=report.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", help="FILE.py:FUNCTION")
-    p.add_argument("--out", default="report.html", help="the HTML file to write (default report.html)")
+    p.add_argument("target", help="FILE.py:FUNCTION, a folder of *.thunderlab.json records, or one such file")
+    p.add_argument("--out", default=None, help="the HTML file to write (default report.html); for a folder, the "
+                                               "site's folder (default DIR/report)")
     p.add_argument("--json", default=None, help="also write the JSON payload (thunderlab.record/v1) here")
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help=f"pass pipeline (default {DEFAULT_PIPELINE!r})")
     p.add_argument("--no-verify", action="store_true", help="skip checking every step against eager")

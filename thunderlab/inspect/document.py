@@ -59,8 +59,10 @@ def read_payload(path) -> dict:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        where = "it ends early (truncated?)" if e.pos >= len(text.rstrip()) else f"line {e.lineno} column {e.colno}"
-        raise RecordFileError(f"thunderlab.load: {p.name} is not valid JSON: {e.msg} at {where}") from None
+        cut = e.msg.startswith("Unterminated") or e.pos >= len(text.rstrip())
+        where = ("the text ends early (truncated?)" if cut else f"line {e.lineno} column {e.colno}")
+        raise RecordFileError(f"thunderlab.load: {p.name} ({len(raw)} bytes) is not valid JSON: {e.msg}; "
+                              f"{where}") from None
     return check_payload(data, p.name)
 
 

@@ -30,7 +30,7 @@ _PAGE = """<!DOCTYPE html>
 <body>
 <div id="thunderlab-root" class="thunderlab"></div>
 <script type="application/json" id="thunderlab-payload">{payload}</script>
-<script>{bundle}</script>
+{bundle}
 </body>
 </html>
 """
@@ -65,8 +65,11 @@ def bundle_js() -> str:
     return BUNDLE.read_text().replace("</script", "<\\/script")
 
 
-def payload_html(payload: dict, title: str) -> str:
-    return _PAGE.format(title=_title(title), payload=script_safe_json(payload), bundle=bundle_js())
+def payload_html(payload: dict, title: str, *, bundle_src: str | None = None) -> str:
+    """The page for one payload; the view code inline, or from the file ``bundle_src`` beside the page (a site)."""
+    script = (f'<script src="{html.escape(bundle_src)}"></script>' if bundle_src is not None
+              else f"<script>{bundle_js()}</script>")
+    return _PAGE.format(title=_title(title), payload=script_safe_json(payload), bundle=script)
 
 
 def to_html(record: CompileRecord, path: str | Path | None = None) -> str:
