@@ -113,3 +113,62 @@ def test_cli_mistakes_get_one_line_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "thunderlab", "report", f"{ok}:f"], capture_output=True, text=True,
                        timeout=300, env=env)
     _one_line_error(r, "THUNDERLAB_EXECUTORS='cuda' names unknown executor 'cuda'")
+
+
+def test_report_over_a_folder_of_records(tmp_path):
+    import json
+
+    import torch
+
+    import thunderlab
+
+    folder = tmp_path / "records"
+    folder.mkdir()
+    j = thunderlab.jit(lambda x: (x * 3).relu())
+    j(torch.randn(4))
+    rec = thunderlab.last_record(j)
+    thunderlab.save(rec, folder / "a.thunderlab.json")
+    rec.name = "<script>alert('x')</script>"
+    thunderlab.save(rec, folder / "b.thunderlab.json")
+    good = (folder / "a.thunderlab.json").read_text()
+    (folder / "cut.thunderlab.json").write_text(good[:100])
+    payload = json.loads(good)
+    (folder / "future.thunderlab.json").write_text(json.dumps({**payload, "schema": "thunderlab.record/v9"}))
+    (folder / "<img src=x onerror=alert(1)>.thunderlab.json").write_text("{}")
+    r = _run("report", str(folder))
+    assert r.returncode == 1, r.stderr  # the site is written; the unreadable files are named
+    index = (folder / "report" / "index.html").read_text()
+    assert "2 records" in index and "3 files that are not readable records" in index
+    assert "ends early (truncated?)" in index and "thunderlab.record/v9" in index and "newer" in index
+    assert "<script>alert" not in index and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in index
+    assert "<img src=x" not in index and "&lt;img src=x onerror=alert(1)&gt;.thunderlab.json" in index
+    pages = sorted((folder / "report").glob("record-*.html"))
+    assert len(pages) == 2 and (folder / "report" / "report.js").exists()
+    for page in pages:
+        text = page.read_text()
+        assert '<script src="report.js"></script>' in text and "<script>alert" not in text
+        assert f'href="{page.name}"' in index
+    assert "skipped cut.thunderlab.json" in r.stderr
+    out = tmp_path / "site"
+    r = _run("report", str(folder), "--out", str(out))
+    assert (out / "index.html").exists()
+    r = _run("report", str(tmp_path / "empty_dir_that_is_not_there.thunderlab.json"))
+    assert r.returncode != 0 and "no file" in r.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = _run("report", str(empty))
+    assert r.returncode == 0
+    assert "no <code>*.thunderlab.json</code> files" in (empty / "report" / "index.html").read_text()
+
+
+def test_report_of_one_saved_record(tmp_path):
+    import torch
+
+    import thunderlab
+
+    j = thunderlab.jit(lambda x: x.exp() - 1)
+    j(torch.randn(3))
+    path = thunderlab.save(thunderlab.last_record(j), tmp_path / "one.thunderlab.json")
+    r = _run("report", path, "--out", str(tmp_path / "one.html"))
+    assert r.returncode == 0, r.stderr
+    assert " step  pass" in r.stdout and 'id="thunderlab-payload"' in (tmp_path / "one.html").read_text()
