@@ -71,10 +71,12 @@ def test_a_size_limit_below_one_record_writes_none(writing):
 
 def test_a_slow_disk_never_holds_up_the_call(writing, monkeypatch):
     gate = threading.Event()
-    real_save = recorder.save
-    monkeypatch.setattr(recorder, "save", lambda rec, path: (gate.wait(60), real_save(rec, path))[1])
+    real_write = recorder.write_payload
+    monkeypatch.setattr(recorder, "write_payload", lambda payload, path: (gate.wait(60), real_write(payload, path))[1])
     w = writing()
-    rec = thunderlab.inspect.CompileRecord("r", [], "dce")
+    j = thunderlab.jit(lambda x: x * 2)
+    j(torch.randn(2))
+    rec = thunderlab.last_record(j)
     for _ in range(recorder.QUEUE_SIZE + 50):  # the writer is stuck on the first: the queue fills, then drops
         w(rec)
     # checked while the writer is still stuck: a call that waited for room would not have returned by now

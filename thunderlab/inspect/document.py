@@ -33,8 +33,13 @@ def _check_path(path, verb: str) -> Path:
 
 def save(record: CompileRecord, path) -> Path:
     """Write ``record``'s whole payload to ``path`` (``NAME.thunderlab.json``); returns the path."""
+    return write_payload(RecordPayload(record).to_dict(), path)
+
+
+def write_payload(payload: dict, path) -> Path:
+    """Write a record's payload (``RecordPayload(record).to_dict()``) to ``path``; returns the path."""
     p = _check_path(path, "save")
-    text = json.dumps(RecordPayload(record).to_dict(), allow_nan=False, ensure_ascii=False)
+    text = json.dumps(payload, allow_nan=False, ensure_ascii=False)
     # written beside and renamed, so a reader (or a crash) never sees half a file
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")

@@ -16,13 +16,17 @@ import threading
 import time
 from pathlib import Path
 
-from thunderlab.inspect.document import SUFFIX, save
+from thunderlab.inspect.document import SUFFIX, write_payload
+from thunderlab.inspect.serialize import RecordPayload
 
 from .compiled import RECORD_LISTENERS
 
 ENV = "THUNDERLAB_RECORDS"
 ENV_MAX_FILES = "THUNDERLAB_RECORDS_MAX_FILES"
 ENV_MAX_MB = "THUNDERLAB_RECORDS_MAX_MB"
+# the writer works at most this share of the time, so the training thread rarely waits for the interpreter
+# lock: after building each step's part of a payload it sleeps as long as that took
+DUTY = 0.5
 QUEUE_SIZE = 256  # records waiting to be written; more are dropped (and counted), never waited for
 EXIT_WAIT_S = 30.0  # how long the end of the process waits for records still being written
 
@@ -96,7 +100,12 @@ class RecordWriter:
         stem = f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(record.created))}-p{os.getpid()}"
         stem += f"-rank{rank}" if rank is not None else ""
         path = self.directory / f"{stem}-{self._seq:04d}-{name}{SUFFIX}"
-        save(record, path)
+        payload = RecordPayload(record)
+        for i in range(len(record.steps)):  # step by step, pausing between (see DUTY)
+            t0 = time.perf_counter()
+            payload.step(i)
+            time.sleep((time.perf_counter() - t0) * (1 - DUTY) / DUTY)
+        write_payload(payload.to_dict(), path)
         size = path.stat().st_size
         if self.bytes + size > self.max_bytes:  # the size is known once written: this one goes over
             path.unlink()
