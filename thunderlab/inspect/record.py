@@ -265,7 +265,7 @@ class CompileRecord:
             ver = ("ERROR  " + s.error.splitlines()[0] if s.error
                    else (s.verification.summary() if s.verification else "-"))
             if "kept_whole" in s.notes:
-                ver += f"  ({s.notes['decomposed']} decomposed, {s.notes['kept_whole']} kept whole)"
+                ver += f"  ({s.notes.get('decomposed')} decomposed, {s.notes['kept_whole']} kept whole)"
             rows.append(f" {s.index:>4}  {s.spec.ljust(width)}  {s.ms:>8.1f}  {syms:>10}  {ver}")
         return "\n".join(rows)
 

@@ -57,6 +57,13 @@ def _first_line(text: str | None) -> str:
     return (text or "").splitlines()[0] if text else ""
 
 
+def _when(created: float) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created))
+    except (OverflowError, OSError, ValueError):  # a time no clock shows: the file says so, the page goes on
+        return html.escape(repr(created))
+
+
 def write_site(folder, out=None) -> Site:
     """Write ``out`` (default ``folder/report``): ``index.html`` over every record file in ``folder``."""
     folder = Path(folder)
@@ -83,7 +90,7 @@ def write_site(folder, out=None) -> Site:
         site.pages.append(page)
         status = (f'<span class="error">{e(_first_line(payload["error"]))}</span>' if payload["error"]
                   else "ok")
-        made = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(payload["created"]))
+        made = _when(payload["created"])
         rows.append(f'<tr><td class="num">{i}</td><td><a href="{e(page.name)}">{e(payload["name"])}</a></td>'
                     f'<td><code>{e(payload["pipeline"])}</code></td><td class="num">{len(payload["steps"])}</td>'
                     f'<td class="num">{payload["compile_seconds"] * 1e3:.1f}</td><td>{made}</td><td>{status}</td>'
