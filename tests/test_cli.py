@@ -135,15 +135,18 @@ def test_report_over_a_folder_of_records(tmp_path):
     payload = json.loads(good)
     (folder / "future.thunderlab.json").write_text(json.dumps({**payload, "schema": "thunderlab.record/v9"}))
     (folder / "<img src=x onerror=alert(1)>.thunderlab.json").write_text("{}")
+    (folder / "nan.thunderlab.json").write_text(good.replace('"created": ', '"created": NaN, "x": ', 1))
+    (folder / "far.thunderlab.json").write_text(json.dumps({**payload, "created": 1e300}))
     r = _run("report", str(folder))
     assert r.returncode == 1, r.stderr  # the site is written; the unreadable files are named
     index = (folder / "report" / "index.html").read_text()
-    assert "2 records" in index and "3 files that are not readable records" in index
+    assert "3 records" in index and "4 files that are not readable records" in index
+    assert "holds NaN, which JSON does not allow" in index and "1e+300" in index
     assert "ends early (truncated?)" in index and "thunderlab.record/v9" in index and "newer" in index
     assert "<script>alert" not in index and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in index
     assert "<img src=x" not in index and "&lt;img src=x onerror=alert(1)&gt;.thunderlab.json" in index
     pages = sorted((folder / "report").glob("record-*.html"))
-    assert len(pages) == 2 and (folder / "report" / "report.js").exists()
+    assert len(pages) == 3 and (folder / "report" / "report.js").exists()
     for page in pages:
         text = page.read_text()
         assert '<script src="report.js"></script>' in text and "<script>alert" not in text

@@ -62,13 +62,24 @@ def read_payload(path) -> dict:
         raise RecordFileError(f"thunderlab.load: {p.name} is not UTF-8 text (byte {e.start}); "
                               f"it is not a record file, or it is damaged") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
+    except _NotJSON as e:
+        raise RecordFileError(f"thunderlab.load: {p.name} is not valid JSON: it holds {e}, which JSON does not "
+                              f"allow") from None
     except json.JSONDecodeError as e:
         cut = e.msg.startswith("Unterminated") or e.pos >= len(text.rstrip())
         where = ("the text ends early (truncated?)" if cut else f"line {e.lineno} column {e.colno}")
         raise RecordFileError(f"thunderlab.load: {p.name} ({len(raw)} bytes) is not valid JSON: {e.msg}; "
                               f"{where}") from None
     return check_payload(data, p.name)
+
+
+class _NotJSON(ValueError):
+    pass
+
+
+def _no_constant(name: str):
+    raise _NotJSON(name)  # NaN and Infinity: Python's reader takes them, the views' (and the schema's) do not
 
 
 def check_payload(data, name: str = "the payload") -> dict:
