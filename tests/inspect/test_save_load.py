@@ -212,3 +212,29 @@ def test_markup_in_a_loaded_record_stays_text(tmp_path):
     assert loaded.name == rec.name and "</script><script>window.__pwned" in loaded.steps[1].python()
     assert "<script>alert" not in page and "window.__pwned = 1</script>" not in page
     assert page == rec.to_html()
+
+
+@pytest.mark.parametrize("name", ["cnn", "llama_block"])
+def test_loaded_example_models_rerun_from_their_saved_text(tmp_path, name):
+    from thunderlab.examples import EXAMPLES
+
+    model, args = EXAMPLES[name]()
+    j = thunderlab.jit(model)
+    j(*args)
+    rec = thunderlab.last_record(j)
+    new = thunderlab.rerun(thunderlab.load(thunderlab.save(rec, tmp_path / f"{name}.thunderlab.json")))
+    assert new.error is None
+    assert new.steps[0].python() == rec.steps[0].python()  # ltorch names that are also ops modules included
+    assert [s.spec for s in new.steps] == [s.spec for s in rec.steps]
+    assert all(s.verification.ok for s in new.steps)
+
+
+def test_a_loaded_embedding_reruns(tmp_path):
+    emb = torch.nn.Embedding(10, 4)
+    j = thunderlab.jit(lambda idx: emb(idx).sum(0))
+    j(torch.tensor([1, 2, 3]))
+    rec = thunderlab.last_record(j)
+    assert "ltorch.embedding(" in rec.steps[0].python()  # a name thunderlab.ops also has as a module
+    new = thunderlab.rerun(thunderlab.load(thunderlab.save(rec, tmp_path / "emb.thunderlab.json")))
+    assert new.steps[0].python() == rec.steps[0].python() and new.error is None
+    assert new.example_inputs[1].dtype == torch.int64  # fresh indices of the recorded dtype, in range (ones)

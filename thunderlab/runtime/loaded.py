@@ -19,10 +19,12 @@ from thunderlab.core.proxies import ScalarInput, TensorProxy, dtype_short
 from thunderlab.core.symbols import SourceInfo, Symbol
 from thunderlab.core.trace import Trace
 from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
-from thunderlab.ops import ltorch, prims
+from thunderlab.ops.prims import PRIMS
+from thunderlab.ops.torch_ops import LTORCH
 from thunderlab.passes.runner import current_reference, verify
 
-_NAMESPACES = {"prims": prims, "ltorch": ltorch}
+# what ``prims.<name>`` and ``ltorch.<name>`` in a printed program stand for (the symbols filed by name)
+_NAMESPACES = {"prims": PRIMS, "ltorch": LTORCH}
 _DTYPES = {dtype_short(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
                                         torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
                                         torch.complex64, torch.complex128)}
@@ -134,7 +136,7 @@ def _call(node: ast.Call, env: dict, record: CompileRecord):
     qual = ast.unparse(f)
     sym = None
     if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in _NAMESPACES:
-        sym = getattr(_NAMESPACES[f.value.id], f.attr, None)
+        sym = _NAMESPACES[f.value.id].get(f.attr)
     if not isinstance(sym, Symbol):
         kind = "an opaque call (a torch function thunderlab runs as it is)" if qual.startswith("torch.") else \
             "not a registered prims or ltorch symbol"
