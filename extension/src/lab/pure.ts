@@ -5,3 +5,4 @@ export { RecordsModel, visibleRows } from "./records/model";
 export { declines } from "./step/model";
 export { pairSteps, regionGroups, speedWords, TimingsModel, timingRows, totalCalls } from "./timings/model";
 export { merged, SidebarMemory, STATE_ID } from "./memory";
+export { readRecord, siblings } from "./document/model";
