@@ -104,3 +104,6 @@ def ddp(module: torch.nn.Module, *, bucket_mb: float = 25.0, broadcast_from: int
     other options go to ``thunderlab.jit``.
     """
     return DataParallel(module, bucket_mb=bucket_mb, broadcast_from=broadcast_from, pipeline=pipeline, **options)
+
+
+from thunderlab.passes import costs  # noqa: E402, F401  (the communication cost model, as thunderlab.distributed.costs)

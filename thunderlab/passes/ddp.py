@@ -8,6 +8,7 @@ from thunderlab.core.proxies import TensorProxy
 from thunderlab.ops import collectives
 from thunderlab.ops import torch_ops as ltorch
 
+from . import costs
 from .base import Pass, PipelineError, register_pass
 
 
@@ -135,6 +136,15 @@ class DDP(Pass):
                             "issued_after": after_call.sym.name if after_call else "the start of backward",
                             "calls_overlapped": overlapped})
         world = next((b.args[2] for b in calls if b.sym.name == "all_reduce"), None)
-        return {"buckets": buckets, "world": world, "bucket_mb": self.bucket_mb,
+        n = len(calls)
+        # when each all-reduce starts, as the fraction of backward's calls done by then
+        issue_at = [k / n for k, b in enumerate(calls) if b.sym.name == "all_reduce"]
+        inputs = after.forward.tensor_inputs()
+        param_bytes = sum(_nbytes(p) for p in inputs if p.parameter)
+        predicted = costs.predict_ddp([x["bytes"] for x in buckets], issue_at, param_bytes)
+        return {"buckets": buckets, "world": world, "bucket_mb": self.bucket_mb, "parameter_bytes": param_bytes,
+                "predicted": {str(p): {k: round(v, 4) for k, v in row.items()} for p, row in predicted.items()},
+                "cluster": f"{costs.DGX_H100.per_node} GPUs a node on {costs.DGX_H100.intra.name}, nodes on "
+                           f"{costs.DGX_H100.inter.name} (thunderlab.distributed.costs)",
                 "summary": f"{len(buckets)} bucket(s), {sum(x['bytes'] for x in buckets) / 2**20:.2f} MiB all-reduced "
                            f"over {world} processes; waits where the gradients are returned"}
