@@ -14,8 +14,8 @@ import pytest
 import torch
 
 import thunderlab
-from thunderlab.inspect.serialize import to_json
 from tests.ui.conftest import jupyterlab_server, lab_home
+from thunderlab.inspect.serialize import to_json
 
 REPO = Path(__file__).parents[2]
 LABEXT = REPO / "thunderlab" / "jupyter" / "labextension"
@@ -116,8 +116,8 @@ def test_the_folder_is_browsed_record_by_record(lab, lab_page):
     doc = page.locator(".jp-MainAreaWidget.tl-doc-widget:not(.lm-mod-hidden) .tl-doc")
     doc.wait_for()
     doc.locator(".tl-doc-nav", has_text="next").click()
-    page.wait_for_function("[...document.querySelectorAll('.tl-doc-where')].some(e => e.textContent.includes('record 2 of 2')"
-                           " && e.offsetParent !== null)")
+    page.wait_for_function("[...document.querySelectorAll('.tl-doc-where')]"
+                           ".some(e => e.textContent.includes('record 2 of 2') && e.offsetParent !== null)")
     shown = page.locator(".jp-MainAreaWidget.tl-doc-widget:not(.lm-mod-hidden) .tl-doc")
     assert shown.locator(".tl-step").count() == 6  # capture, then dce, cse, claim, fuse, del
     assert shown.locator(".tl-doc-nav", has_text="next").is_disabled()
