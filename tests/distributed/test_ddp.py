@@ -100,6 +100,15 @@ def test_ddp_pass_in_one_process_shows_the_program_for_n_processes():
     # the gradient of the input x is not a parameter's: it is not averaged
     params = [p.name for p in rec.program.forward.tensor_inputs() if p.parameter]
     assert len(params) == 4
+    # the views draw collectives as their own kind of node; the payload says so and follows its schema
+    import json
+
+    from thunderlab.inspect.serialize import to_json, validate
+
+    payload = json.loads(to_json(rec))
+    validate(payload)
+    kinds = {n["label"]: n["kind"] for n in payload["steps"][-1]["traces"]["backward"]["graph"]["nodes"]}
+    assert kinds["ltorch.all_reduce"] == kinds["ltorch.wait"] == "communication"
     with pytest.raises(RuntimeError, match="torch.distributed initialised"):
         out.sum().backward()  # running a collective needs the processes
 

@@ -989,6 +989,7 @@ var MARK_COLOR = {
   regrouped: "#8250df",
   removed: "#cf222e"
 };
+var COMM_COLOR = "#f4a3c0";
 var COLLAPSE_ABOVE = 300;
 var CULL_ABOVE = 500;
 var FAR = 0.45;
@@ -1062,6 +1063,12 @@ function graphView(g, changes, opts = {}) {
     { class: "tl-legend-executor", "data-executor": ex },
     h("span", { class: "tl-swatch", style: `background:${executorColor(ex)}` }),
     ex
+  ));
+  if (g.nodes.some((n) => n.kind === "communication")) legend.append(h(
+    "span",
+    { class: "tl-legend-communication" },
+    h("span", { class: "tl-swatch", style: `background:${COMM_COLOR}` }),
+    "communication (torch.distributed)"
   ));
   legend.append(h("span", { class: "tl-muted tl-changes" }, changeSummary(changes)));
   for (const row of changeLegend(changes)) legend.append(h(
@@ -1141,7 +1148,7 @@ function graphView(g, changes, opts = {}) {
     for (const gb of lay.groups) ctx.fillRect(miniOff.x + gb.x * miniScale, miniOff.y + gb.y * miniScale, gb.width * miniScale, gb.height * miniScale);
     for (const n of shown.nodes) {
       const b = lay.nodes.get(n.id);
-      ctx.fillStyle = marks.has(n.id) ? MARK_COLOR[marks.get(n.id)] : n.executor ? executorColor(n.executor) : "#999";
+      ctx.fillStyle = marks.has(n.id) ? MARK_COLOR[marks.get(n.id)] : n.kind === "communication" ? COMM_COLOR : n.executor ? executorColor(n.executor) : "#999";
       ctx.fillRect(miniOff.x + b.x * miniScale, miniOff.y + b.y * miniScale, Math.max(1.5, b.width * miniScale), Math.max(1.5, b.height * miniScale));
     }
     const { w, h: ht } = portSize();
@@ -1422,7 +1429,7 @@ function graphView(g, changes, opts = {}) {
         width: b.width,
         height: b.height,
         rx: n.kind === "input" || n.kind === "output" ? 17 : 4,
-        fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor),
+        fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : n.kind === "communication" ? COMM_COLOR : executorColor(n.executor),
         stroke: mark ? MARK_COLOR[mark] : "#666",
         "stroke-width": mark ? 3 : 1
       }));
