@@ -246,6 +246,8 @@ def fusion(a) -> dict:
         if hasattr(torch._dynamo.config, k):
             setattr(torch._dynamo.config, k, 64)
     ok, why = nv.available()
+    if ok and a.no_nvfuser:
+        ok, why = False, a.no_nvfuser
     out = {"device": dev, "settings": {k: getattr(a, k) for k in ("iters", "inner", "warmup", "chain", "batch",
                                                                   "seq", "embd", "heads")},
            "pipelines": {"tl_inductor": P_INDUCTOR, "tl_nvfuser": P_NVFUSER}, "dtype": "float32",
@@ -367,6 +369,7 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--embd", type=int, default=768)
     ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--no-nvfuser", default="", metavar="REASON", help="fusion: leave nvFuser out, saying why")
     ap.add_argument("--calls", type=int, default=20, help="profile: timed calls before the profiled one")
     ap.add_argument("--html", default="gpu-nanogpt-report.html", help="profile: the HTML report to write")
     ap.add_argument("--parts", help="merge: the folder of the parts' files")

@@ -79,7 +79,7 @@ nvfuser_setup() {  # writes $PARTS/nvfuser_setup.json: status, and every command
     note "\$ import nvfuser_direct -> rc=$rc: $msg"
     if ((rc != 0)) && grep -q "No module named 'nvfuser_direct'" <<<"$msg"; then
         if [ ! -f "$WHEELS/MANIFEST" ]; then
-            status="absent: nvFuser is not installed and no wheel parts are in benchmarks/gpu/wheel-parts/ (run benchmarks/gpu/fetch_nvfuser.sh where PyPI is reachable, then carry each part here)"
+            status="absent: nvFuser is not installed and no wheel parts are in benchmarks/gpu/wheel-parts/ (run benchmarks/gpu/fetch_nvfuser.sh where PyPI is reachable, then copy every part here)"
         else
             local wheel bytes sha parts have
             wheel=$(sed -n 's/^wheel=//p' "$WHEELS/MANIFEST")
@@ -89,7 +89,7 @@ nvfuser_setup() {  # writes $PARTS/nvfuser_setup.json: status, and every command
             have=$(find "$WHEELS" -maxdepth 1 -name 'part-*' | wc -l)
             note "MANIFEST: $wheel, $bytes bytes, $parts parts; here: $(cd "$WHEELS" && ls part-* 2>/dev/null | tr '\n' ' ')"
             if ((have < parts)); then
-                status="absent: $have of $parts wheel parts are here (carry the missing ones in another run)"
+                status="absent: $have of $parts wheel parts are here (copy the missing ones here)"
             else
                 mkdir -p "$WORK/wheel"
                 cat $(for ((i = 0; i < parts; i++)); do echo "$WHEELS/part-$i"; done) >"$WORK/wheel/$wheel"
@@ -156,7 +156,9 @@ print(json.dumps({"status": os.environ["STATUS"], "ld_preload": os.environ["PREL
 T0=$(now_ms)
 echo "== nvfuser"
 nvfuser_setup
-printf 'nvfuser\t0\t%s\t\n' "$(($(now_ms) - T0))" >>"$PARTS/steps.tsv"
+# rc 0: nvFuser imports (the JSON's nvfuser_setup says how); 1: it does not (and why)
+printf 'nvfuser\t%s\t%s\t\n' "$(grep -q '"status": "importable' "$PARTS/nvfuser_setup.json"; echo $?)" \
+    "$(($(now_ms) - T0))" >>"$PARTS/steps.tsv"
 
 CPU_ARGS=()
 SIZES=()
@@ -172,7 +174,13 @@ mapfile -t TEST_FILES < <(grep -rlE "pytest\.mark\.(cuda|nvfuser)" tests --inclu
 echo "test files with the markers: ${TEST_FILES[*]}"
 step tests 150 "${PYCMD[@]}" -m pytest -m "cuda or nvfuser" "${TEST_FILES[@]}" -p no:cacheprovider -q -rs \
     --junitxml="$PARTS/tests.xml"
-step fusion 330 "${PYCMD[@]}" benchmarks/gpu/bench.py fusion --out "$PARTS/fusion.json" \
+# a test process killed by a signal (a crash inside nvFuser, say) would take the whole benchmark with it
+TESTS_RC=$(awk -F'\t' '$1 == "tests" {print $2}' "$PARTS/steps.tsv")
+NO_NVFUSER=()
+if ((${TESTS_RC:-0} > 128 && ${TESTS_RC:-0} != 137)); then
+    NO_NVFUSER=(--no-nvfuser "the nvFuser tests' process died with exit status $TESTS_RC (a signal)")
+fi
+step fusion 330 "${PYCMD[@]}" benchmarks/gpu/bench.py fusion --out "$PARTS/fusion.json" ${NO_NVFUSER[@]+"${NO_NVFUSER[@]}"} \
     ${CPU_ARGS[@]+"${CPU_ARGS[@]}"} ${SIZES[@]+"${SIZES[@]}"} $([ "$CPU_CHECK" = 1 ] && echo --iters 3 --inner 1 --warmup 1)
 
 KIND=$("$PY" -c '
