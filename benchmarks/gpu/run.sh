@@ -6,8 +6,8 @@
 # Steps, each time-boxed (`timeout`), each recorded with its exit status, a failing one never stopping the rest:
 #   nvfuser   make nvFuser importable if it is not: install the wheel from benchmarks/gpu/wheel-parts/ (cut by
 #             fetch_nvfuser.sh where PyPI is reachable) and, when the import fails on the c10::MessageLogger
-#             constructor torch 2.11 no longer has, build benchmarks/gpu/c10_shim.cpp and load it with LD_PRELOAD
-#             for every later step; otherwise record what was tried and what it printed
+#             constructor torch 2.11 no longer has, build benchmarks/gpu/c10_shim.cpp, check it (shim_check.sh)
+#             and load it with LD_PRELOAD for every later step; otherwise record what was tried and what it printed
 #   env       GPU, driver, torch, CUDA, Triton, nvFuser (bench.py env)
 #   profile   one nanoGPT block program: CUDA-event region timings beside profiler kernel times, and its HTML
 #             report (bench.py profile)
@@ -124,7 +124,14 @@ nvfuser_setup() {  # writes $PARTS/nvfuser_setup.json: status, and every command
             benchmarks/gpu/c10_shim.cpp -L"$torch_dir/lib" -lc10 -Wl,-rpath,"$torch_dir/lib" \
             -o "$BUILD/libc10_shim.so" 2>&1 | tail -n 20)
         note "\$ $cxx -shared ... c10_shim.cpp -o $BUILD/libc10_shim.so -> rc=$? $msg"
-        if [ -f "$BUILD/libc10_shim.so" ]; then
+        # the shim must not write past the old object: shim_check.sh checks that against this torch first
+        local check
+        check=$(PYTHON=$PY CXX=$cxx timeout 120 bash benchmarks/gpu/shim_check.sh 2>&1 | tail -n 5)
+        local check_rc=$?
+        note "\$ bash benchmarks/gpu/shim_check.sh -> rc=$check_rc: $check"
+        if ((check_rc != 0)); then
+            status="not importable: the wheel needs c10::MessageLogger::MessageLogger(const char*, int, int, bool) and the shim's check failed on this torch, so it was not loaded"
+        elif [ -f "$BUILD/libc10_shim.so" ]; then
             PRELOAD=$BUILD/libc10_shim.so
             PYCMD=(env LD_PRELOAD="$PRELOAD" "$PY")
             msg=$(probe_nvfuser)
