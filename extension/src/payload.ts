@@ -1,0 +1,215 @@
+// The record payload ("thunderlab.record/v1") every view draws: its types, and the check each host (report,
+// widget, sidebar) runs before drawing one. The check reads the committed JSON schema itself
+// (thunderlab/inspect/schema/record-v1.json, the file the Python side validates against), so the views and
+// the writer share one definition; it implements the keywords that schema uses (KEYWORDS) and a unit test
+// fails when the schema starts using another. Bottom of the views: imports nothing but that schema.
+import RECORD_SCHEMA from "../../thunderlab/inspect/schema/record-v1.json";
+
+export const SCHEMA = "thunderlab.record/v1";
+
+// ---------------------------------------------------------------- the payload's types (mirror the schema)
+
+export interface Source { file: string; line: number; code: string; scope: string | null; cell: number | null; path: string | null }
+export interface Call { id: string; line: number | null; op: string; executor: string | null; region: string | null; origin: string | null; source: Source | null }
+export interface InputName { name: string; type: string }
+export interface Saved { values: { name: string; type: string; bytes: number }[]; bytes: number }
+/** One kernel as the payload has it ("kernels"): summed over its calls in one profiled call. */
+export interface KernelRow { name: string; count: number; self_cpu_us: number; device_us: number }
+export type Kernels = Record<string, KernelRow[]>;
+
+export interface GraphNode {
+  id: string; label: string; kind: string; executor: string | null; source: string | null;
+  group: string | null;  // the fusion region a call belongs to
+  scope?: string | null;  // the module it came from: "transformer.h.0.attn"
+  derived_from?: string | null;  // in a backward trace: the forward node this call comes from
+  outputs?: [string, string][];  // what it produces: [value name, type string]
+}
+export interface GraphEdge { src: string; dst: string; value: string; type: string }
+export interface Graph { nodes: GraphNode[]; edges: GraphEdge[] }
+export interface Changes { added: string[]; removed: string[]; changed: string[]; executor?: string[]; regrouped?: string[] }
+export interface Trace { program: string; diff: string | null; graph: Graph; changes?: Changes | null; stats: { symbols: number; regions: number; executors: Record<string, number> }; calls?: Call[]; saved?: Saved }
+export interface Verification { ok: boolean; structural: string; max_error: number | null; detail: string }
+export interface Step {
+  index: number; spec: string; seconds: number; symbols_before: number; symbols_after: number;
+  error: string | null; verification: Verification | null; notes: unknown; traces: Record<string, Trace> | null;
+}
+export interface Region {
+  executor: string; version: string; error: string | null; history: [number, string][];
+  timings: Record<string, { count: number; median_s: number; min_s: number }>; code: string | null;
+}
+export interface Payload {
+  schema: string; name: string; inputs: string[]; input_names?: InputName[]; pipeline: string; created: number; error: string | null;
+  compile_seconds: number; steps: Step[]; regions: Record<string, Region>;
+  /** the latest kernel-level profile of one call, by region (absent in payloads written before profiles were kept) */
+  kernels?: Kernels | null;
+}
+
+// ---------------------------------------------------------------- the check
+
+/** One way a payload differs from its schema: where (``steps[2].traces``), what the schema wants there, what is there. */
+export interface Problem { path: string; expected: string; got: string; hint?: string }
+
+/** The schema keywords the check implements; the others that only annotate are listed apart. */
+export const KEYWORDS = ["type", "const", "enum", "required", "properties", "additionalProperties", "items", "prefixItems",
+  "minItems", "maxItems", "minimum", "oneOf", "$ref"] as const;
+export const ANNOTATIONS = ["$schema", "$id", "$defs", "title", "description"] as const;
+
+/** The most problems one check collects: past that it stops looking (a payload that broken says so in the first few). */
+export const MAX_PROBLEMS = 100;
+
+type Schema = { [keyword: string]: any } | boolean;
+
+const ROOT = RECORD_SCHEMA as { [keyword: string]: any };
+
+function resolve(ref: string): Schema {
+  if (!ref.startsWith("#/")) throw new Error(`the record schema refers outside itself (${ref})`);
+  return ref.slice(2).split("/").reduce((s: any, k) => s?.[k], ROOT) ?? true;
+}
+
+const defName = (ref: string) => ref.split("/").pop()!.replace(/_/g, " ");
+const article = (w: string) => (/^[aeiou]/i.test(w) ? `an ${w}` : `a ${w}`);
+const plural = (n: number, w: string) => `${n} ${w}${n === 1 ? "" : "s"}`;
+
+/** What ``s`` allows, in words: "a whole number ≥ 0", "null or an object (name → a trace)". */
+export function expectedWords(s: Schema): string {
+  if (s === true) return "anything";
+  if (s === false) return "nothing";
+  if (s.$ref) return article(defName(s.$ref));
+  if ("const" in s) return JSON.stringify(s.const);
+  if (s.enum) return `one of ${s.enum.map((x: unknown) => JSON.stringify(x)).join(", ")}`;
+  if (s.oneOf) return s.oneOf.map(expectedWords).join(" or ");
+  const types: string[] = s.type === undefined ? [] : [].concat(s.type);
+  if (!types.length) return "anything";
+  return types.map((t) => typeWords(t, s)).join(" or ");
+}
+
+function typeWords(t: string, s: { [keyword: string]: any }): string {
+  switch (t) {
+    case "integer": return s.minimum !== undefined ? `a whole number ≥ ${s.minimum}` : "a whole number";
+    case "number": return s.minimum !== undefined ? `a number ≥ ${s.minimum}` : "a number";
+    case "null": return "null";
+    case "boolean": return "true or false";
+    case "array":
+      if (s.prefixItems) return `a list [${s.prefixItems.map(expectedWords).join(", ")}]`;
+      if (s.minItems) return `a list of at least ${plural(s.minItems, "item")}`;
+      return "a list";
+    case "object":
+      if (!s.properties && s.additionalProperties && s.additionalProperties !== true) return `an object (name → ${expectedWords(s.additionalProperties)})`;
+      return "an object";
+    default: return article(t);
+  }
+}
+
+/** What ``v`` is, in words, short: "the number 5", "the string \"abc\"", "a list of 3 items". */
+export function gotWords(v: unknown): string {
+  if (v === undefined) return "nothing (the field is missing)";
+  if (v === null) return "null";
+  if (typeof v === "string") return `the string ${JSON.stringify(v.length > 60 ? v.slice(0, 59) + "…" : v)}`;
+  if (typeof v === "number" || typeof v === "boolean") return `${typeof v === "number" ? "the number " : ""}${v}`;
+  if (Array.isArray(v)) return `a list of ${plural(v.length, "item")}`;
+  const keys = Object.keys(v as object);
+  const shown = keys.slice(0, 4).map((k) => JSON.stringify(k)).join(", ") + (keys.length > 4 ? ", …" : "");
+  return keys.length ? `an object with ${plural(keys.length, "field")} (${shown})` : "an empty object";
+}
+
+/** ``steps[2].traces``: a field name as it would be written in JavaScript, quoted when it is not a plain name. */
+export function joinPath(path: string, key: string | number): string {
+  if (typeof key === "number") return `${path}[${key}]`;
+  if (/^[A-Za-z_$][\w$]*$/.test(key)) return path ? `${path}.${key}` : key;
+  return `${path}[${JSON.stringify(key)}]`;
+}
+
+function jsonType(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "array";
+  if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";
+  return typeof v;  // string, boolean, object (undefined never reaches here: JSON has none)
+}
+
+/** Whether ``v`` has a JSON type ``s`` allows (the first thing a one-of picks a branch by). */
+function typeFits(s: Schema, v: unknown): boolean {
+  if (typeof s === "boolean") return s;
+  if (s.$ref) return typeFits(resolve(s.$ref), v);
+  if ("const" in s) return v === s.const;
+  if (s.enum) return s.enum.includes(v);
+  if (s.oneOf) return s.oneOf.some((b: Schema) => typeFits(b, v));
+  if (s.type === undefined) return true;
+  const t = jsonType(v);
+  return ([] as string[]).concat(s.type).some((x) => x === t || (x === "number" && t === "integer"));
+}
+
+class Checker {
+  problems: Problem[] = [];
+  full(): boolean { return this.problems.length >= MAX_PROBLEMS; }
+  add(path: string, expected: string, v: unknown): void { if (!this.full()) this.problems.push({ path, expected, got: gotWords(v) }); }
+
+  /** ``label``: the words of the schema that led here by $ref ("a step"), said instead of the bare type. */
+  check(s: Schema, v: unknown, path: string, label?: string): void {
+    if (this.full() || s === true) return;
+    if (s === false) { this.add(path, "no value here", v); return; }
+    if (s.$ref) { this.check(resolve(s.$ref), v, path, label ?? expectedWords(s)); return; }
+    if (!typeFits(s, v)) { this.add(path, label ?? expectedWords(s), v); return; }
+    if (s.oneOf) { this.oneOf(s.oneOf, v, path); return; }
+    if (typeof v === "number" && s.minimum !== undefined && v < s.minimum) { this.add(path, label ?? expectedWords(s), v); return; }
+    if (Array.isArray(v)) this.array(s, v, path, label);
+    else if (v !== null && typeof v === "object") this.object(s, v as Record<string, unknown>, path, label);
+  }
+
+  private oneOf(branches: Schema[], v: unknown, path: string): void {
+    const fits = branches.filter((b) => typeFits(b, v));
+    if (fits.length === 1) { this.check(fits[0], v, path); return; }
+    // several branches take this JSON type: the value must match exactly one (the record schema has no such case today)
+    const tries = fits.map((b) => { const c = new Checker(); c.check(b, v, path); return c.problems; });
+    const matched = tries.filter((p) => !p.length).length;
+    if (matched === 1) return;
+    if (matched > 1) { this.add(path, `exactly one of: ${branches.map(expectedWords).join("; ")}`, v); return; }
+    const best = tries.reduce((a, b) => (b.length < a.length ? b : a));
+    for (const p of best) if (!this.full()) this.problems.push(p);
+  }
+
+  private array(s: { [keyword: string]: any }, v: unknown[], path: string, label?: string): void {
+    if ((s.minItems !== undefined && v.length < s.minItems) || (s.maxItems !== undefined && v.length > s.maxItems)) {
+      this.add(path, label ?? expectedWords(s), v);
+      return;
+    }
+    const prefix: Schema[] = s.prefixItems ?? [];
+    v.forEach((x, i) => { if (i < prefix.length) this.check(prefix[i], x, joinPath(path, i)); else if (s.items !== undefined) this.check(s.items, x, joinPath(path, i)); });
+  }
+
+  private object(s: { [keyword: string]: any }, v: Record<string, unknown>, path: string, label?: string): void {
+    const props: Record<string, Schema> = s.properties ?? {};
+    for (const k of s.required ?? []) if (!(k in v)) this.add(joinPath(path, k), expectedWords(props[k] ?? true), undefined);
+    for (const [k, x] of Object.entries(v)) {
+      if (k in props) this.check(props[k], x, joinPath(path, k));
+      else if (s.additionalProperties === false) {
+        const owner = label ?? (path ? "this object" : "a record");
+        this.add(joinPath(path, k), `no such field (${owner} has ${Object.keys(props).join(", ")})`, x);
+      } else if (s.additionalProperties !== undefined) this.check(s.additionalProperties, x, joinPath(path, k));
+    }
+  }
+}
+
+/** Every way ``p`` differs from "thunderlab.record/v1" (at most MAX_PROBLEMS); empty when the views can draw it. */
+export function checkPayload(p: unknown): Problem[] {
+  const o = p as Record<string, unknown> | null;
+  if (o !== null && typeof o === "object" && !Array.isArray(o) && "schema" in o && o.schema !== SCHEMA) {
+    // another version's record: its other fields follow another schema, so listing them would mislead
+    return [{ path: "schema", expected: `${JSON.stringify(SCHEMA)} (the version this viewer reads)`, got: gotWords(o.schema),
+      hint: "the record was written by another version of thunderlab: write it again (rec.to_html) with the thunderlab that shows it" }];
+  }
+  const c = new Checker();
+  c.check(ROOT, p, "", "a thunderlab record (a JSON object)");
+  return c.problems;
+}
+
+/** Every way one step's ``traces`` (sent apart from its record: the sidebar loads them when shown) differs from the schema. */
+export function checkTraces(traces: unknown, step: number): Problem[] {
+  const c = new Checker();
+  c.check(ROOT.$defs.step.properties.traces, traces, `steps[${step}].traces`);
+  return c.problems;
+}
+
+/** One problem as one line: ``steps[2].traces: expected …, got the number 5``. */
+export function problemText(p: Problem): string {
+  return `${p.path || "the record"}: expected ${p.expected}, got ${p.got}`;
+}
