@@ -267,7 +267,7 @@ export const CSS = `
 .thunderlab .tl-add{background:rgba(46,160,67,.18)}.thunderlab .tl-del{background:rgba(248,81,73,.18)}
 .thunderlab .tl-hunk{color:#8a63d2;background:rgba(130,80,223,.12)}.thunderlab .tl-meta-line{color:#888}
 .thunderlab .tl-muted{color:var(--jp-ui-font-color2,#888)}
-.thunderlab .tl-problems{border:1px solid var(--jp-error-color1,#d32f2f);border-left-width:4px;border-radius:2px;background:rgba(244,67,54,.07);color:var(--jp-ui-font-color1,#1d1d1f);padding:8px 12px;margin:6px 0;overflow-wrap:anywhere}
+.thunderlab .tl-problems{border:1px solid var(--jp-error-color1,#d32f2f);border-left-width:4px;border-radius:2px;background:rgba(244,67,54,.07);color:var(--jp-ui-font-color1,#1d1d1f);padding:8px 12px;margin:6px 0;overflow-wrap:break-word}
 .thunderlab .tl-problems-title{font-weight:600;color:var(--jp-error-color1,#d32f2f);margin-bottom:4px}
 .thunderlab .tl-problems ul{margin:4px 0;padding-left:20px}
 .thunderlab .tl-problems li{margin:2px 0}
