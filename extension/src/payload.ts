@@ -126,67 +126,106 @@ function jsonType(v: unknown): string {
   return typeof v;  // string, boolean, object (undefined never reaches here: JSON has none)
 }
 
-/** Whether ``v`` has a JSON type ``s`` allows (the first thing a one-of picks a branch by). */
-function typeFits(s: Schema, v: unknown): boolean {
-  if (typeof s === "boolean") return s;
-  if (s.$ref) return typeFits(resolve(s.$ref), v);
-  if ("const" in s) return v === s.const;
-  if (s.enum) return s.enum.includes(v);
-  if (s.oneOf) return s.oneOf.some((b: Schema) => typeFits(b, v));
-  if (s.type === undefined) return true;
-  const t = jsonType(v);
-  return ([] as string[]).concat(s.type).some((x) => x === t || (x === "number" && t === "integer"));
+/** Where a value sits, as a chain up to the root; written out (joinPath) only for a problem. */
+type At = { up: At; key: string | number } | null;
+function pathOf(at: At, base: string): string {
+  const keys: (string | number)[] = [];
+  for (let x = at; x; x = x.up) keys.push(x.key);
+  return keys.reverse().reduce<string>((p, k) => joinPath(p, k), base);
 }
 
-class Checker {
+class Found {
   problems: Problem[] = [];
-  full(): boolean { return this.problems.length >= MAX_PROBLEMS; }
-  add(path: string, expected: string, v: unknown): void { if (!this.full()) this.problems.push({ path, expected, got: gotWords(v) }); }
+  constructor(readonly base: string) {}
+  get full(): boolean { return this.problems.length >= MAX_PROBLEMS; }
+  add(at: At, expected: string, v: unknown): void { if (!this.full) this.problems.push({ path: pathOf(at, this.base), expected, got: gotWords(v) }); }
+}
 
-  /** ``label``: the words of the schema that led here by $ref ("a step"), said instead of the bare type. */
-  check(s: Schema, v: unknown, path: string, label?: string): void {
-    if (this.full() || s === true) return;
-    if (s === false) { this.add(path, "no value here", v); return; }
-    if (s.$ref) { this.check(resolve(s.$ref), v, path, label ?? expectedWords(s)); return; }
-    if (!typeFits(s, v)) { this.add(path, label ?? expectedWords(s), v); return; }
-    if (s.oneOf) { this.oneOf(s.oneOf, v, path); return; }
-    if (typeof v === "number" && s.minimum !== undefined && v < s.minimum) { this.add(path, label ?? expectedWords(s), v); return; }
-    if (Array.isArray(v)) this.array(s, v, path, label);
-    else if (v !== null && typeof v === "object") this.object(s, v as Record<string, unknown>, path, label);
+/** A schema compiled to a check: ``label`` is the words of the $ref that led here ("a step"), said instead of the bare type. */
+type Check = (v: unknown, at: At, found: Found, label?: string) => void;
+type Fits = (v: unknown) => boolean;
+
+// Each schema object is compiled once (the payload is large: thousands of calls and graph nodes per step).
+const checks = new Map<Schema, Check>();
+const fitters = new Map<Schema, Fits>();
+
+/** Whether ``v`` has a JSON type ``s`` allows (a one-of picks its branch by this). */
+function fitsOf(s: Schema): Fits {
+  let f = fitters.get(s);
+  if (f) return f;
+  if (typeof s === "boolean") f = () => s;
+  else if (s.$ref) { const ref = s.$ref; let t: Fits | undefined; f = (v) => (t ??= fitsOf(resolve(ref)))(v); }
+  else if ("const" in s) f = (v) => v === s.const;
+  else if (s.enum) f = (v) => s.enum.includes(v);
+  else if (s.oneOf) { const bs = s.oneOf.map(fitsOf); f = (v) => bs.some((b: Fits) => b(v)); }
+  else if (s.type === undefined) f = () => true;
+  else {
+    const types = new Set<string>([].concat(s.type));
+    const number = types.has("number");
+    f = (v) => { const t = jsonType(v); return types.has(t) || (number && t === "integer"); };
   }
+  fitters.set(s, f);
+  return f;
+}
 
-  private oneOf(branches: Schema[], v: unknown, path: string): void {
-    const fits = branches.filter((b) => typeFits(b, v));
-    if (fits.length === 1) { this.check(fits[0], v, path); return; }
-    // several branches take this JSON type: the value must match exactly one (the record schema has no such case today)
-    const tries = fits.map((b) => { const c = new Checker(); c.check(b, v, path); return c.problems; });
-    const matched = tries.filter((p) => !p.length).length;
-    if (matched === 1) return;
-    if (matched > 1) { this.add(path, `exactly one of: ${branches.map(expectedWords).join("; ")}`, v); return; }
-    const best = tries.reduce((a, b) => (b.length < a.length ? b : a));
-    for (const p of best) if (!this.full()) this.problems.push(p);
+function checkOf(s: Schema): Check {
+  let c = checks.get(s);
+  if (!c) { checks.set(s, (v, at, found, label) => c!(v, at, found, label)); c = compile(s); checks.set(s, c); }
+  return c;
+}
+
+function compile(s: Schema): Check {
+  if (s === true) return () => {};
+  if (s === false) return (v, at, found) => found.add(at, "no value here", v);
+  if (s.$ref) {
+    const words = expectedWords(s), ref = s.$ref;
+    let target: Check | undefined;
+    return (v, at, found, label) => (target ??= checkOf(resolve(ref)))(v, at, found, label ?? words);
   }
-
-  private array(s: { [keyword: string]: any }, v: unknown[], path: string, label?: string): void {
-    if ((s.minItems !== undefined && v.length < s.minItems) || (s.maxItems !== undefined && v.length > s.maxItems)) {
-      this.add(path, label ?? expectedWords(s), v);
+  const fits = fitsOf(s), words = expectedWords(s);
+  if (s.oneOf) {
+    const branches = (s.oneOf as Schema[]).map((b) => ({ fits: fitsOf(b), check: checkOf(b) }));
+    return (v, at, found, label) => {
+      if (found.full) return;
+      const take = branches.filter((b) => b.fits(v));
+      if (!take.length) { found.add(at, label ?? words, v); return; }
+      if (take.length === 1) { take[0].check(v, at, found); return; }
+      // several branches take this JSON type: the value must match exactly one (the record schema has no such case today)
+      const tries = take.map((b) => { const f = new Found(found.base); b.check(v, at, f); return f.problems; });
+      const matched = tries.filter((p) => !p.length).length;
+      if (matched > 1) found.add(at, `exactly one of: ${words}`, v);
+      else if (!matched) for (const p of tries.reduce((a, b) => (b.length < a.length ? b : a))) if (!found.full) found.problems.push(p);
+    };
+  }
+  const min: number | undefined = s.minimum, minItems: number | undefined = s.minItems, maxItems: number | undefined = s.maxItems;
+  const prefix = ((s.prefixItems ?? []) as Schema[]).map(checkOf);
+  const items = s.items === undefined ? null : checkOf(s.items);
+  const props = new Map(Object.entries((s.properties ?? {}) as Record<string, Schema>).map(([k, x]) => [k, checkOf(x)]));
+  const required = ((s.required ?? []) as string[]).map((k) => ({ k, words: expectedWords(s.properties?.[k] ?? true) }));
+  const extra = s.additionalProperties === undefined || s.additionalProperties === false ? null : checkOf(s.additionalProperties);
+  const closed = s.additionalProperties === false, names = Object.keys(s.properties ?? {}).join(", ");
+  return (v, at, found, label) => {
+    if (found.full) return;
+    if (!fits(v)) { found.add(at, label ?? words, v); return; }
+    if (typeof v === "number") { if (min !== undefined && v < min) found.add(at, label ?? words, v); return; }
+    if (Array.isArray(v)) {
+      if ((minItems !== undefined && v.length < minItems) || (maxItems !== undefined && v.length > maxItems)) { found.add(at, label ?? words, v); return; }
+      for (let i = 0; i < v.length && !found.full; i++) {
+        const c = i < prefix.length ? prefix[i] : items;
+        if (c) c(v[i], { up: at, key: i }, found);
+      }
       return;
     }
-    const prefix: Schema[] = s.prefixItems ?? [];
-    v.forEach((x, i) => { if (i < prefix.length) this.check(prefix[i], x, joinPath(path, i)); else if (s.items !== undefined) this.check(s.items, x, joinPath(path, i)); });
-  }
-
-  private object(s: { [keyword: string]: any }, v: Record<string, unknown>, path: string, label?: string): void {
-    const props: Record<string, Schema> = s.properties ?? {};
-    for (const k of s.required ?? []) if (!(k in v)) this.add(joinPath(path, k), expectedWords(props[k] ?? true), undefined);
-    for (const [k, x] of Object.entries(v)) {
-      if (k in props) this.check(props[k], x, joinPath(path, k));
-      else if (s.additionalProperties === false) {
-        const owner = label ?? (path ? "this object" : "a record");
-        this.add(joinPath(path, k), `no such field (${owner} has ${Object.keys(props).join(", ")})`, x);
-      } else if (s.additionalProperties !== undefined) this.check(s.additionalProperties, x, joinPath(path, k));
+    if (v === null || typeof v !== "object") return;
+    const o = v as Record<string, unknown>;
+    for (const r of required) if (!(r.k in o)) found.add({ up: at, key: r.k }, r.words, undefined);
+    for (const k of Object.keys(o)) {
+      const c = props.get(k);
+      if (c) c(o[k], { up: at, key: k }, found);
+      else if (closed) found.add({ up: at, key: k }, `no such field (${label ?? (at ? "this object" : "a record")} has ${names})`, o[k]);
+      else if (extra) extra(o[k], { up: at, key: k }, found);
     }
-  }
+  };
 }
 
 /** Every way ``p`` differs from "thunderlab.record/v1" (at most MAX_PROBLEMS); empty when the views can draw it. */
@@ -197,16 +236,16 @@ export function checkPayload(p: unknown): Problem[] {
     return [{ path: "schema", expected: `${JSON.stringify(SCHEMA)} (the version this viewer reads)`, got: gotWords(o.schema),
       hint: "the record was written by another version of thunderlab: write it again (rec.to_html) with the thunderlab that shows it" }];
   }
-  const c = new Checker();
-  c.check(ROOT, p, "", "a thunderlab record (a JSON object)");
-  return c.problems;
+  const found = new Found("");
+  checkOf(ROOT)(p, null, found, "a thunderlab record (a JSON object)");
+  return found.problems;
 }
 
 /** Every way one step's ``traces`` (sent apart from its record: the sidebar loads them when shown) differs from the schema. */
 export function checkTraces(traces: unknown, step: number): Problem[] {
-  const c = new Checker();
-  c.check(ROOT.$defs.step.properties.traces, traces, `steps[${step}].traces`);
-  return c.problems;
+  const found = new Found(`steps[${step}].traces`);
+  checkOf(ROOT.$defs.step.properties.traces)(traces, null, found);
+  return found.problems;
 }
 
 /** One problem as one line: ``steps[2].traces: expected …, got the number 5``. */

@@ -489,95 +489,133 @@ after:  ${b}`)
     if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";
     return typeof v;
   }
-  function typeFits(s, v) {
-    if (typeof s === "boolean") return s;
-    if (s.$ref) return typeFits(resolve(s.$ref), v);
-    if ("const" in s) return v === s.const;
-    if (s.enum) return s.enum.includes(v);
-    if (s.oneOf) return s.oneOf.some((b) => typeFits(b, v));
-    if (s.type === void 0) return true;
-    const t = jsonType(v);
-    return [].concat(s.type).some((x) => x === t || x === "number" && t === "integer");
+  function pathOf(at, base) {
+    const keys = [];
+    for (let x = at; x; x = x.up) keys.push(x.key);
+    return keys.reverse().reduce((p, k) => joinPath(p, k), base);
   }
-  var Checker = class _Checker {
-    constructor() {
+  var Found = class {
+    constructor(base) {
+      this.base = base;
       this.problems = [];
     }
-    full() {
+    get full() {
       return this.problems.length >= MAX_PROBLEMS;
     }
-    add(path, expected, v) {
-      if (!this.full()) this.problems.push({ path, expected, got: gotWords(v) });
-    }
-    /** ``label``: the words of the schema that led here by $ref ("a step"), said instead of the bare type. */
-    check(s, v, path, label) {
-      if (this.full() || s === true) return;
-      if (s === false) {
-        this.add(path, "no value here", v);
-        return;
-      }
-      if (s.$ref) {
-        this.check(resolve(s.$ref), v, path, label ?? expectedWords(s));
-        return;
-      }
-      if (!typeFits(s, v)) {
-        this.add(path, label ?? expectedWords(s), v);
-        return;
-      }
-      if (s.oneOf) {
-        this.oneOf(s.oneOf, v, path);
-        return;
-      }
-      if (typeof v === "number" && s.minimum !== void 0 && v < s.minimum) {
-        this.add(path, label ?? expectedWords(s), v);
-        return;
-      }
-      if (Array.isArray(v)) this.array(s, v, path, label);
-      else if (v !== null && typeof v === "object") this.object(s, v, path, label);
-    }
-    oneOf(branches, v, path) {
-      const fits = branches.filter((b) => typeFits(b, v));
-      if (fits.length === 1) {
-        this.check(fits[0], v, path);
-        return;
-      }
-      const tries = fits.map((b) => {
-        const c = new _Checker();
-        c.check(b, v, path);
-        return c.problems;
-      });
-      const matched = tries.filter((p) => !p.length).length;
-      if (matched === 1) return;
-      if (matched > 1) {
-        this.add(path, `exactly one of: ${branches.map(expectedWords).join("; ")}`, v);
-        return;
-      }
-      const best = tries.reduce((a, b) => b.length < a.length ? b : a);
-      for (const p of best) if (!this.full()) this.problems.push(p);
-    }
-    array(s, v, path, label) {
-      if (s.minItems !== void 0 && v.length < s.minItems || s.maxItems !== void 0 && v.length > s.maxItems) {
-        this.add(path, label ?? expectedWords(s), v);
-        return;
-      }
-      const prefix = s.prefixItems ?? [];
-      v.forEach((x, i) => {
-        if (i < prefix.length) this.check(prefix[i], x, joinPath(path, i));
-        else if (s.items !== void 0) this.check(s.items, x, joinPath(path, i));
-      });
-    }
-    object(s, v, path, label) {
-      const props = s.properties ?? {};
-      for (const k of s.required ?? []) if (!(k in v)) this.add(joinPath(path, k), expectedWords(props[k] ?? true), void 0);
-      for (const [k, x] of Object.entries(v)) {
-        if (k in props) this.check(props[k], x, joinPath(path, k));
-        else if (s.additionalProperties === false) {
-          const owner = label ?? (path ? "this object" : "a record");
-          this.add(joinPath(path, k), `no such field (${owner} has ${Object.keys(props).join(", ")})`, x);
-        } else if (s.additionalProperties !== void 0) this.check(s.additionalProperties, x, joinPath(path, k));
-      }
+    add(at, expected, v) {
+      if (!this.full) this.problems.push({ path: pathOf(at, this.base), expected, got: gotWords(v) });
     }
   };
+  var checks = /* @__PURE__ */ new Map();
+  var fitters = /* @__PURE__ */ new Map();
+  function fitsOf(s) {
+    let f = fitters.get(s);
+    if (f) return f;
+    if (typeof s === "boolean") f = () => s;
+    else if (s.$ref) {
+      const ref = s.$ref;
+      let t;
+      f = (v) => (t ?? (t = fitsOf(resolve(ref))))(v);
+    } else if ("const" in s) f = (v) => v === s.const;
+    else if (s.enum) f = (v) => s.enum.includes(v);
+    else if (s.oneOf) {
+      const bs = s.oneOf.map(fitsOf);
+      f = (v) => bs.some((b) => b(v));
+    } else if (s.type === void 0) f = () => true;
+    else {
+      const types = new Set([].concat(s.type));
+      const number = types.has("number");
+      f = (v) => {
+        const t = jsonType(v);
+        return types.has(t) || number && t === "integer";
+      };
+    }
+    fitters.set(s, f);
+    return f;
+  }
+  function checkOf(s) {
+    let c = checks.get(s);
+    if (!c) {
+      checks.set(s, (v, at, found, label) => c(v, at, found, label));
+      c = compile(s);
+      checks.set(s, c);
+    }
+    return c;
+  }
+  function compile(s) {
+    if (s === true) return () => {
+    };
+    if (s === false) return (v, at, found) => found.add(at, "no value here", v);
+    if (s.$ref) {
+      const words2 = expectedWords(s), ref = s.$ref;
+      let target;
+      return (v, at, found, label) => (target ?? (target = checkOf(resolve(ref))))(v, at, found, label ?? words2);
+    }
+    const fits = fitsOf(s), words = expectedWords(s);
+    if (s.oneOf) {
+      const branches = s.oneOf.map((b) => ({ fits: fitsOf(b), check: checkOf(b) }));
+      return (v, at, found, label) => {
+        if (found.full) return;
+        const take = branches.filter((b) => b.fits(v));
+        if (!take.length) {
+          found.add(at, label ?? words, v);
+          return;
+        }
+        if (take.length === 1) {
+          take[0].check(v, at, found);
+          return;
+        }
+        const tries = take.map((b) => {
+          const f = new Found(found.base);
+          b.check(v, at, f);
+          return f.problems;
+        });
+        const matched = tries.filter((p) => !p.length).length;
+        if (matched > 1) found.add(at, `exactly one of: ${words}`, v);
+        else if (!matched) {
+          for (const p of tries.reduce((a, b) => b.length < a.length ? b : a)) if (!found.full) found.problems.push(p);
+        }
+      };
+    }
+    const min = s.minimum, minItems = s.minItems, maxItems = s.maxItems;
+    const prefix = (s.prefixItems ?? []).map(checkOf);
+    const items = s.items === void 0 ? null : checkOf(s.items);
+    const props = new Map(Object.entries(s.properties ?? {}).map(([k, x]) => [k, checkOf(x)]));
+    const required = (s.required ?? []).map((k) => ({ k, words: expectedWords(s.properties?.[k] ?? true) }));
+    const extra = s.additionalProperties === void 0 || s.additionalProperties === false ? null : checkOf(s.additionalProperties);
+    const closed = s.additionalProperties === false, names = Object.keys(s.properties ?? {}).join(", ");
+    return (v, at, found, label) => {
+      if (found.full) return;
+      if (!fits(v)) {
+        found.add(at, label ?? words, v);
+        return;
+      }
+      if (typeof v === "number") {
+        if (min !== void 0 && v < min) found.add(at, label ?? words, v);
+        return;
+      }
+      if (Array.isArray(v)) {
+        if (minItems !== void 0 && v.length < minItems || maxItems !== void 0 && v.length > maxItems) {
+          found.add(at, label ?? words, v);
+          return;
+        }
+        for (let i = 0; i < v.length && !found.full; i++) {
+          const c = i < prefix.length ? prefix[i] : items;
+          if (c) c(v[i], { up: at, key: i }, found);
+        }
+        return;
+      }
+      if (v === null || typeof v !== "object") return;
+      const o = v;
+      for (const r of required) if (!(r.k in o)) found.add({ up: at, key: r.k }, r.words, void 0);
+      for (const k of Object.keys(o)) {
+        const c = props.get(k);
+        if (c) c(o[k], { up: at, key: k }, found);
+        else if (closed) found.add({ up: at, key: k }, `no such field (${label ?? (at ? "this object" : "a record")} has ${names})`, o[k]);
+        else if (extra) extra(o[k], { up: at, key: k }, found);
+      }
+    };
+  }
   function checkPayload(p) {
     const o = p;
     if (o !== null && typeof o === "object" && !Array.isArray(o) && "schema" in o && o.schema !== SCHEMA) {
@@ -588,9 +626,9 @@ after:  ${b}`)
         hint: "the record was written by another version of thunderlab: write it again (rec.to_html) with the thunderlab that shows it"
       }];
     }
-    const c = new Checker();
-    c.check(ROOT, p, "", "a thunderlab record (a JSON object)");
-    return c.problems;
+    const found = new Found("");
+    checkOf(ROOT)(p, null, found, "a thunderlab record (a JSON object)");
+    return found.problems;
   }
 
   // src/selection.ts
