@@ -54,7 +54,7 @@ export const KEYWORDS = ["type", "const", "enum", "required", "properties", "add
   "minItems", "maxItems", "minimum", "oneOf", "$ref"] as const;
 export const ANNOTATIONS = ["$schema", "$id", "$defs", "title", "description"] as const;
 
-/** The most problems one check collects: past that it stops looking (a payload that broken says so in the first few). */
+/** The most problems one check collects: past that it stops looking (a payload broken that badly shows it in the first few). */
 export const MAX_PROBLEMS = 100;
 
 type Schema = { [keyword: string]: any } | boolean;
@@ -63,7 +63,9 @@ const ROOT = RECORD_SCHEMA as { [keyword: string]: any };
 
 function resolve(ref: string): Schema {
   if (!ref.startsWith("#/")) throw new Error(`the record schema refers outside itself (${ref})`);
-  return ref.slice(2).split("/").reduce((s: any, k) => s?.[k], ROOT) ?? true;
+  const found = ref.slice(2).split("/").reduce((s: any, k) => s?.[k], ROOT);
+  if (found === undefined) throw new Error(`the record schema refers to ${ref}, which it does not define`);
+  return found;
 }
 
 const defName = (ref: string) => ref.split("/").pop()!.replace(/_/g, " ");

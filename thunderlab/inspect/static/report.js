@@ -431,7 +431,9 @@ after:  ${b}`)
   var ROOT = record_v1_default;
   function resolve(ref) {
     if (!ref.startsWith("#/")) throw new Error(`the record schema refers outside itself (${ref})`);
-    return ref.slice(2).split("/").reduce((s, k) => s?.[k], ROOT) ?? true;
+    const found = ref.slice(2).split("/").reduce((s, k) => s?.[k], ROOT);
+    if (found === void 0) throw new Error(`the record schema refers to ${ref}, which it does not define`);
+    return found;
   }
   var defName = (ref) => ref.split("/").pop().replace(/_/g, " ");
   var article = (w) => /^[aeiou]/i.test(w) ? `an ${w}` : `a ${w}`;
