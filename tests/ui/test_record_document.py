@@ -129,9 +129,11 @@ def test_a_broken_record_says_what_is_wrong(lab, lab_page):
     url, token, _ = lab
     page = lab_page
     page.evaluate("window.jupyterapp.commands.execute('docmanager:open', {path: 'broken.thunderlab.json'})")
-    problem = page.locator(".jp-MainAreaWidget.tl-doc-widget:not(.lm-mod-hidden) .tl-doc-problem")
+    problem = page.locator(".jp-MainAreaWidget.tl-doc-widget:not(.lm-mod-hidden) .tl-problems")
     problem.wait_for()
-    text = problem.inner_text()
-    assert "broken.thunderlab.json" in text and "not JSON" in text
+    title = problem.locator(".tl-problems-title").inner_text()
+    assert title.startswith("thunderlab cannot show broken.thunderlab.json"), title
+    [line] = problem.locator("li").all_inner_texts()
+    assert line.startswith("the record: expected a thunderlab record as JSON text, got text that is not JSON"), line
     assert _kernels(url, token) == []
     assert page.errors == []

@@ -4,7 +4,7 @@
 import { ABCWidgetFactory, DocumentWidget, type DocumentRegistry, type IDocumentWidget } from "@jupyterlab/docregistry";
 import type { Contents } from "@jupyterlab/services";
 import { Widget } from "@lumino/widgets";
-import { h, renderRecord } from "../../views";
+import { h, renderRecord, showProblems } from "../../views";
 import { DOC_CSS, readRecord, siblings } from "./model";
 
 /** The body of a record tab: the folder bar, then the record's views. */
@@ -26,12 +26,8 @@ export class RecordView extends Widget {
   /** Draw the record from the file's text (again when the file changes on disk and is reverted). */
   private draw(): void {
     const got = readRecord(this.context.model.toString());
-    this.node.dataset.state = "problem" in got ? "problem" : "ready";
-    if ("problem" in got) {
-      this.root.replaceChildren(h("div", { class: "tl-doc-problem", role: "alert" },
-        h("strong", {}, `thunderlab cannot show ${this.context.path}: `), got.problem));
-      return;
-    }
+    this.node.dataset.state = "problems" in got ? "problem" : "ready";
+    if ("problems" in got) { showProblems(this.root, got.problems, `thunderlab cannot show ${this.context.path}`); return; }
     const payload = got.payload;
     const show = (i: number): void => {
       this.current = i;
