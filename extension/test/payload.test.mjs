@@ -80,7 +80,7 @@ test("each problem says where, what the schema wants and what is there, in words
   assert.ok(cut.includes("steps[2].traces: expected null or an object (name → a trace), got nothing (the field is missing)"), cut.join("\n"));
   assert.ok(cut.includes("steps[2].seconds: expected a number ≥ 0, got nothing (the field is missing)"));
   const kind = texts("a graph node of an unknown kind");
-  assert.deepEqual(kind, ['steps[1].traces.forward.graph.nodes[0].kind: expected one of "call", "input", "output", "region", ' +
+  assert.deepEqual(kind, ['steps[1].traces.forward.graph.nodes[0].kind: expected one of "call", "input", "output", "region", "communication", ' +
     'got the string "<script>window.__pwned=1</script>"']);
 });
 

@@ -373,7 +373,7 @@ after:  ${b}`)
             properties: {
               id: { type: "string", description: "b<stable bound-symbol id>, in:<input name> or out" },
               label: { type: "string" },
-              kind: { enum: ["call", "input", "output", "region"] },
+              kind: { enum: ["call", "input", "output", "region", "communication"], description: "communication: a collective or its wait (torch.distributed)" },
               executor: { type: ["string", "null"] },
               source: { type: ["string", "null"] },
               group: { type: ["string", "null"], description: "the fusion region this call belongs to" },
