@@ -2,7 +2,9 @@
 
     python benchmarks/semantics.py     # writes benchmarks/results/semantics.json
 
-A case passes when every entry point (thunderlab.jit, torch.compile(backend="thunderlab"), the
+Counts: cases run, entry checks equal to eager ("ok") or refused by name ("refused"), and failed cases
+split into "wrong" (a value, dtype, alias or gradient that differs from eager) and "raw errors" (any
+other exception). A case passes when every entry point (thunderlab.jit, torch.compile(backend="thunderlab"), the
 fully decomposed pipeline, and others where named) gives eager's values, dtypes, requires_grad,
 aliasing, mutated inputs, gradients and random stream, or refuses with an error naming the construct.
 """
@@ -26,7 +28,9 @@ def main():
                            env=env, capture_output=True, text=True)
         classes = json.loads(report.read_text())
     total = {k: sum(c.get(k, 0) for c in classes.values())
-             for k in ("tests passed", "tests failed", "entry checks ok", "entry checks refused")}
+             for k in ("tests passed", "tests failed", "entry checks ok", "entry checks refused", "wrong",
+                       "raw errors")}
+    total["cases run"] = total["tests passed"] + total["tests failed"]
     out = {"classes": classes, "total": total, "seconds": round(time.perf_counter() - t0, 1),
            "pytest": r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-500:]}
     print(json.dumps(out, indent=1))

@@ -15,7 +15,7 @@ if (process.argv.includes("--test")) {
     outfile: resolve(here, "build-test/views.mjs") });
   await build({ ...common, entryPoints: [resolve(here, "src/graph/pure.ts")], format: "esm", platform: "neutral",
     outfile: resolve(here, "build-test/graph.mjs") });
-  for (const name of ["calldiff", "stepinfo", "selection", "kernels"]) {
+  for (const name of ["payload", "calldiff", "stepinfo", "selection", "kernels"]) {
     await build({ ...common, entryPoints: [resolve(here, `src/${name}.ts`)], format: "esm", platform: "neutral",
       outfile: resolve(here, `build-test/${name}.mjs`) });
   }

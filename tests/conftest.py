@@ -14,6 +14,15 @@ torch._dynamo.config.cache_size_limit = 64
 os.environ.setdefault("THUNDERLAB_EXECUTORS", "torch")
 
 
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (marker cuda); torch sees none")
+    for item in items:
+        if item.get_closest_marker("cuda"):
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

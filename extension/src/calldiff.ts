@@ -1,10 +1,11 @@
 // The diff of two steps' programs, call by call: calls are matched by their stable id (the same across
 // passes), so a call that a pass rewrote, moved into a fusion region or handed to another executor shows
 // as that one call changed, side by side, with what changed said in words. Shared by every view.
+import type { Call } from "./payload";
 import { h } from "./views";
 
-export interface Source { file: string; line: number; code: string; scope: string | null; cell: number | null; path: string | null }
-export interface Call { id: string; line: number | null; op: string; executor: string | null; region: string | null; origin: string | null; source: Source | null }
+export type { Call, Source } from "./payload";
+
 /** What the diff needs of one step's trace: its printed program and its calls. */
 export interface TraceText { program: string; calls?: Call[] }
 

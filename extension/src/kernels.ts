@@ -1,10 +1,9 @@
 // The kernels one profiled call ran (thunderlab.profile, or the sidebar's "Profile one call"), per fusion region:
 // the costliest first, names shortened with the full name kept for a title. Shared by every view.
+import type { KernelRow, Kernels } from "./payload";
 import { h } from "./views";
 
-/** One kernel as the payload has it ("kernels" in thunderlab.record/v1): summed over its calls in one profiled call. */
-export interface KernelRow { name: string; count: number; self_cpu_us: number; device_us: number }
-export type Kernels = Record<string, KernelRow[]>;
+export type { KernelRow, Kernels } from "./payload";
 
 export interface ShownKernel { name: string; short: string; count: number; cpu_us: number; device_us: number }
 export interface RegionKernels {

@@ -1,25 +1,22 @@
-// Offline HTML report: renders the payload embedded in the page; stepping is local.
-import { payloadProblem, renderRecord, type Payload } from "./views";
+// Offline HTML report: renders the payload embedded in the page; stepping is local. A payload that is not
+// JSON, or does not follow the schema, gets a panel in the page saying what is wrong (never a blank page).
+import { renderRecord, showProblems } from "./views";
+
+const CANNOT = "thunderlab cannot show this report";
 
 function start(): void {
   const root = document.getElementById("thunderlab-root");
   const data = document.getElementById("thunderlab-payload");
   if (!root || !data) return;
-  let payload: Payload;
+  let payload: unknown;
   try {
-    payload = JSON.parse(data.textContent ?? "") as Payload;
+    payload = JSON.parse(data.textContent ?? "");
   } catch (e) {
-    root.textContent = `thunderlab: cannot read the embedded record: ${String(e)}`;
+    showProblems(root, [{ path: "", expected: "a thunderlab record as JSON text", got: `text that is not JSON (${e instanceof Error ? e.message : String(e)})` }], CANNOT);
     return;
   }
-  const problem = payloadProblem(payload);
-  if (problem) {
-    root.textContent = `thunderlab cannot show this report: ${problem}.`;
-    root.setAttribute("role", "alert");
-    return;
-  }
-  const show = (current: number): void => renderRecord(root, payload, { current, onSelect: show });
-  show(payload.steps.length - 1);
+  const show = (current: number): void => renderRecord(root, payload, { current, onSelect: show, cannot: CANNOT });
+  show(Number.MAX_SAFE_INTEGER);  // the last step (renderRecord clamps)
 }
 
 if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

@@ -3,11 +3,11 @@
 // for backward with their bytes, per-step and per-region timings, and the program linked to source lines.
 import type { Call, Source } from "./calldiff";
 import { KERNEL_CSS, kernelsView } from "./kernels";
+import type { InputName, Saved } from "./payload";
 import type { SelectionModel } from "./selection";
 import { h, ms, type Payload, type Step, type Verification } from "./views";
 
-export interface InputName { name: string; type: string }
-export interface Saved { values: { name: string; type: string; bytes: number }[]; bytes: number }
+export type { InputName, Saved } from "./payload";
 
 // ---------------------------------------------------------------- pure helpers
 

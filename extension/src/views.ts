@@ -1,60 +1,30 @@
 // Views of a thunderlab compile record ("thunderlab.record/v1"), shared by the offline report and the
 // notebook widget. All text comes from user code: it is set only through textContent, createTextNode
 // and setAttribute, never parsed as markup.
-import { callDiffView, type Call } from "./calldiff";
-import type { Kernels } from "./kernels";
+import { callDiffView } from "./calldiff";
+import { checkPayload, MAX_PROBLEMS, SCHEMA, type Graph, type GraphEdge, type GraphNode, type Payload, type Problem, type Step } from "./payload";
 import { selectionOf } from "./selection";
-import { inputsLine, notesView, programView, stepTimingsView, verificationWords, STEP_CSS, type InputName, type Saved } from "./stepinfo";
+import { inputsLine, notesView, programView, stepTimingsView, verificationWords, STEP_CSS } from "./stepinfo";
 
-export interface GraphNode {
-  id: string; label: string; kind: string; executor: string | null; source: string | null;
-  group: string | null;  // the fusion region a call belongs to
-  scope?: string | null;  // the module it came from: "transformer.h.0.attn"
-  derived_from?: string | null;  // in a backward trace: the forward node this call comes from
-  outputs?: [string, string][];  // what it produces: [value name, type string]
-}
-export interface GraphEdge { src: string; dst: string; value: string; type: string }
-export interface Graph { nodes: GraphNode[]; edges: GraphEdge[] }
-export interface Changes { added: string[]; removed: string[]; changed: string[]; executor?: string[]; regrouped?: string[] }
-export interface Trace { program: string; diff: string | null; graph: Graph; changes?: Changes | null; stats: { symbols: number; regions: number; executors: Record<string, number> }; calls?: Call[]; saved?: Saved }
-export interface Verification { ok: boolean; structural: string; max_error: number | null; detail: string }
-export interface Step {
-  index: number; spec: string; seconds: number; symbols_before: number; symbols_after: number;
-  error: string | null; verification: Verification | null; notes: unknown; traces: Record<string, Trace> | null;
-}
-export interface Region {
-  executor: string; version: string; error: string | null; history: [number, string][];
-  timings: Record<string, { count: number; median_s: number; min_s: number }>; code: string | null;
-}
-export interface Payload {
-  schema: string; name: string; inputs: string[]; input_names?: InputName[]; pipeline: string; created: number; error: string | null;
-  compile_seconds: number; steps: Step[]; regions: Record<string, Region>;
-  /** the latest kernel-level profile of one call, by region (absent in payloads written before profiles were kept) */
-  kernels?: Kernels | null;
-}
+// the payload's types live in the bottom module; re-exported for the modules that import them from here
+export type { Changes, Graph, GraphEdge, GraphNode, Payload, Region, Step, Trace, Verification } from "./payload";
+export { checkPayload, checkTraces, problemText, SCHEMA, type Problem } from "./payload";
 export interface RenderOptions {
   current?: number; onSelect?: (i: number) => void; onRerun?: (pipeline: string) => void;
   onRunTo?: (passName: string) => void; status?: string; error?: string;
+  /** the error panel's first words when the payload cannot be drawn ("thunderlab cannot show this report") */
+  cannot?: string;
 }
 
 // ---------------------------------------------------------------- pure helpers (tested under node)
 
-export const SCHEMA = "thunderlab.record/v1";
-
-/** Why ``p`` cannot be shown as a record, in words for the page; null when it can. */
-export function payloadProblem(p: unknown): string | null {
-  if (typeof p !== "object" || p === null || Array.isArray(p)) return "the embedded data is not a thunderlab record (not a JSON object)";
-  const o = p as Record<string, unknown>;
-  if (o.schema !== SCHEMA) {
-    const got = typeof o.schema === "string" ? `"${o.schema}"` : "no schema";
-    return `this record has ${got}, and this viewer reads "${SCHEMA}": write the report again with the thunderlab that shows it (rec.to_html)`;
-  }
-  const missing = ["name", "pipeline", "steps"].filter((k) => !(k in o));
-  if (missing.length) return `this record lacks ${missing.join(", ")}: it was cut short or edited by hand`;
-  if (!Array.isArray(o.steps) || o.steps.length === 0) return "this record has no steps to show";
-  const bad = (o.steps as unknown[]).findIndex((st) => typeof st !== "object" || st === null || typeof (st as Record<string, unknown>).spec !== "string");
-  if (bad >= 0) return `step ${bad} of this record is not a step (it has no pass spec)`;
-  return null;
+const checked = new WeakMap<object, Problem[]>();
+/** checkPayload, remembered per payload object: a host that repaints the same payload (stepping) checks it once. */
+export function payloadProblems(p: unknown): Problem[] {
+  if (p === null || typeof p !== "object") return checkPayload(p);
+  let found = checked.get(p);
+  if (!found) checked.set(p, (found = checkPayload(p)));
+  return found;
 }
 
 export type DiffKind = "add" | "del" | "hunk" | "ctx" | "meta";
@@ -297,7 +267,37 @@ export const CSS = `
 .thunderlab .tl-add{background:rgba(46,160,67,.18)}.thunderlab .tl-del{background:rgba(248,81,73,.18)}
 .thunderlab .tl-hunk{color:#8a63d2;background:rgba(130,80,223,.12)}.thunderlab .tl-meta-line{color:#888}
 .thunderlab .tl-muted{color:var(--jp-ui-font-color2,#888)}
+.thunderlab .tl-problems{border:1px solid var(--jp-error-color1,#d32f2f);border-left-width:4px;border-radius:2px;background:rgba(244,67,54,.07);color:var(--jp-ui-font-color1,#1d1d1f);padding:8px 12px;margin:6px 0;overflow-wrap:break-word}
+.thunderlab .tl-problems-title{font-weight:600;color:var(--jp-error-color1,#d32f2f);margin-bottom:4px}
+.thunderlab .tl-problems ul{margin:4px 0;padding-left:20px}
+.thunderlab .tl-problems li{margin:2px 0}
+.thunderlab .tl-problems code{font-family:var(--jp-code-font-family,ui-monospace,monospace);background:var(--jp-layout-color2,#eee);padding:0 3px;border-radius:2px}
+.thunderlab .tl-problems-hint{color:var(--jp-ui-font-color2,#555);margin-top:4px}
 `;
+
+/** The panel a view draws instead of a payload it cannot read: what is wrong where, one line per problem (the first few). */
+export function problemsView(problems: Problem[], cannot = "thunderlab cannot show this record", name?: unknown, shown = 12): HTMLElement {
+  const list = h("ul", { class: "tl-problems-list" });
+  for (const p of problems.slice(0, shown)) {
+    list.append(h("li", { class: "tl-problem" }, h("code", { class: "tl-problem-path" }, p.path || "the record"),
+      `: expected ${p.expected}, got ${p.got}`));
+  }
+  const more = problems.length - shown;
+  const hints = [...new Set(problems.map((p) => p.hint).filter((x): x is string => !!x))];
+  return h("div", { class: "tl-problems", role: "alert" },
+    h("div", { class: "tl-problems-title" }, `${cannot}${typeof name === "string" ? ` (${JSON.stringify(name)})` : ""}: ` +
+      `its data does not follow the schema ${SCHEMA}`),
+    list,
+    more > 0 ? h("div", { class: "tl-problems-more tl-muted" }, `… and ${more}${problems.length >= MAX_PROBLEMS ? " or more" : ""} more`) : null,
+    ...hints.map((x) => h("div", { class: "tl-problems-hint" }, x)));
+}
+
+/** Replace what ``root`` shows with the problems panel (with its own styles: no record view drew them yet). */
+export function showProblems(root: HTMLElement, problems: Problem[], cannot?: string, name?: unknown): void {
+  root.classList.add("thunderlab");
+  root.removeAttribute("data-step");
+  root.replaceChildren(h("style", {}, CSS), problemsView(problems, cannot, name));
+}
 
 function header(p: Payload, opts: RenderOptions): HTMLElement {
   const err = [p.error, opts.error].filter(Boolean).join("\n");
@@ -475,8 +475,12 @@ function stepDiff(root: HTMLElement, p: Payload, st: Step, trace: string, state:
   return box;
 }
 
-/** Renders the whole record into root, replacing what was there. */
-export function renderRecord(root: HTMLElement, payload: Payload, opts: RenderOptions = {}): void {
+/** Renders the whole record into root, replacing what was there; a payload that does not follow the schema
+ * gets a panel saying which fields are wrong instead (it is checked first, so no view draws from a malformed one). */
+export function renderRecord(root: HTMLElement, data: unknown, opts: RenderOptions = {}): void {
+  const problems = payloadProblems(data);
+  if (problems.length) { showProblems(root, problems, opts.cannot, (data as { name?: unknown } | null)?.name); return; }
+  const payload = data as Payload;
   const n = payload.steps.length;
   const cur = Math.max(0, Math.min(n - 1, opts.current ?? n - 1));
   root.classList.add("thunderlab");

@@ -1,6 +1,7 @@
 // anywidget front end: the step-through pass debugger. Python owns the state (traits payload,
-// current, status, error); the view renders it and sends requests back as messages.
-import { renderRecord, type Payload } from "./views";
+// current, status, error); the view renders it and sends requests back as messages. renderRecord checks the
+// payload against its schema first: a malformed one shows what is wrong in the cell's output.
+import { renderRecord } from "./views";
 
 interface Model {
   get(name: string): unknown;
@@ -11,8 +12,8 @@ interface Model {
 
 function render({ model, el }: { model: Model; el: HTMLElement }): () => void {
   const paint = (): void => {
-    const payload = model.get("payload") as Payload | null;
-    if (!payload || !Array.isArray(payload.steps)) {
+    const payload = model.get("payload");
+    if (payload == null || (typeof payload === "object" && !Object.keys(payload).length)) {  // the trait's empty default
       el.textContent = "thunderlab: no record yet";
       return;
     }

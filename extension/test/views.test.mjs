@@ -1,7 +1,7 @@
 // Tests the pure helpers of src/views.ts (node has no DOM). `npm test` builds build-test/views.mjs first.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { layoutGraph, classifyDiffLine, passName, pipelinePasses, payloadProblem } from "../build-test/views.mjs";
+import { layoutGraph, classifyDiffLine, passName, pipelinePasses } from "../build-test/views.mjs";
 
 const node = (id, kind = "call", group = null) => ({ id, label: id, kind, executor: kind === "call" ? "torch" : null, source: null, group });
 const edge = (src, dst) => ({ src, dst, value: `${src}_out`, type: "f32[4]" });
@@ -76,16 +76,4 @@ test("module scopes: cut at a depth, a default depth at the layers, and folding 
   assert.deepEqual(pairs, ["in:x>a", "a>group:transformer.h.0", "group:transformer.h.0>d", "d>e", "group:transformer.h.0>e", "e>out"]);
   // fusion regions take precedence when there are any
   assert.deepEqual(defaultGrouping({ nodes: [...graph.nodes, { ...n("f", null), group: "fusion0" }], edges: [] }), { by: "regions" });
-});
-
-test("payloadProblem names what makes a payload unreadable, and accepts a good one", () => {
-  const good = { schema: "thunderlab.record/v1", name: "f", pipeline: "dce", steps: [{ spec: "capture" }] };
-  assert.equal(payloadProblem(good), null);
-  assert.match(payloadProblem(null), /not a JSON object/);
-  assert.match(payloadProblem([]), /not a JSON object/);
-  assert.match(payloadProblem({ ...good, schema: "thunderlab.record/v9" }), /"thunderlab.record\/v9".*reads "thunderlab.record\/v1"/);
-  assert.match(payloadProblem({ name: "f" }), /no schema/);
-  assert.match(payloadProblem({ schema: good.schema, name: "f" }), /lacks pipeline, steps/);
-  assert.match(payloadProblem({ ...good, steps: [] }), /no steps/);
-  assert.match(payloadProblem({ ...good, steps: [{ spec: "capture" }, 7] }), /step 1 .*no pass spec/);
 });

@@ -10,6 +10,8 @@ from thunderlab.executors import nvfuser as nv
 from thunderlab.executors.base import EXECUTORS, bind
 from thunderlab.ops import prims
 
+pytestmark = pytest.mark.nvfuser
+
 F, I, B = torch.float32, torch.int64, torch.bool  # noqa: E741 - one-letter dtype names keep the op tables short
 UNARY_F = ("abs neg exp exp2 expm1 log log1p log2 log10 sin cos tan asin acos atan sinh cosh tanh asinh acosh "
            "atanh sqrt rsqrt reciprocal erf erfc erfinv floor ceil round trunc sign lgamma sigmoid "
@@ -359,11 +361,10 @@ def _real(spec, name):
     return torch.randn(shape, dtype=dtype, device="cuda")
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("name", TRANSLATED)
 def test_nvfuser_matches_eager(name):
     pytest.importorskip("nvfuser_direct")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
     specs, build = _sample(name)
     tr = region(specs, build, device="cuda")
     args = [_real(s, name) for s in specs]
@@ -378,10 +379,9 @@ def test_nvfuser_matches_eager(name):
             torch.testing.assert_close(g, w, equal_nan=True, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.cuda
 def test_nvfuser_layer_norm_and_layouts():
     pytest.importorskip("nvfuser_direct")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
     tr = region([((4, 8), F), ((8,), F)], _layer_norm, device="cuda")
     fn = nv.compile(tr)
     x, w = torch.randn(4, 8, device="cuda"), torch.randn(8, device="cuda")

@@ -26,7 +26,7 @@ def test_parse_tolerates_spaces():
 
 
 @pytest.mark.parametrize("text, words", [
-    ("dce,fusee", ["unknown pass 'fusee'", "claim, cse, dce, del"]),
+    ("dce,fusee", ["unknown pass 'fusee'", "claim, cse, dce, ddp, del"]),
     ("claim{color=red}", ["no option 'color'", "executors", "decompose"]),
     ("claim{executors=cuda}", ["unknown executor 'cuda'", "torch"]),
     ("del,dce", ["'del' must be the last pass", "'dce'"]),

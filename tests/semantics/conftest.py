@@ -38,7 +38,14 @@ def _tally(request):
 def pytest_runtest_logreport(report):
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         stem = report.nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py")
-        _COUNTS[CLASSES.get(stem, stem)][f"tests {report.outcome}"] += 1
+        counts = _COUNTS[CLASSES.get(stem, stem)]
+        counts[f"tests {report.outcome}"] += 1
+        if report.failed:  # a value that differs from eager is wrong; any other exception is a raw error
+            crash = getattr(report.longrepr, "reprcrash", None)
+            message = crash.message if crash is not None else str(report.longrepr)
+            counts["wrong" if message.startswith(("tests.semantics.harness.Mismatch", "Mismatch", "AssertionError",
+                                                  "assert "))
+                   else "raw errors"] += 1
 
 
 def pytest_sessionfinish(session):

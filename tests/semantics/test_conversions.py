@@ -460,7 +460,7 @@ CUDA_CASES = {
 }
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 @pytest.mark.parametrize("name", list(CUDA_CASES))
 def test_cuda_conversion(name):
     # a move between devices inside a trace is refused by name

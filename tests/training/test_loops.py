@@ -152,13 +152,14 @@ def test_bf16_autocast_with_four_micro_batches_matches_eager(how):
         assert p.dtype == torch.float32
 
 
-def test_fp16_autocast_with_grad_scaler_matches_eager():
+@pytest.mark.parametrize("how", COMPILERS)
+def test_fp16_autocast_with_grad_scaler_matches_eager(how):
     data = batches(3, micro=2)
     eager, compiled = twins()
     torch.manual_seed(123)
     ref, _, _ = train(eager, eager, data, autocast=torch.float16, scaler=torch.amp.GradScaler("cpu", init_scale=256.0))
     torch.manual_seed(123)
-    got, _, _ = train(compiled, thunderlab.jit(compiled), data, autocast=torch.float16,
+    got, _, _ = train(compiled, COMPILERS[how](compiled), data, autocast=torch.float16,
                       scaler=torch.amp.GradScaler("cpu", init_scale=256.0))
     assert got == pytest.approx(ref, rel=2e-2, abs=2e-2)
     assert_close_params(eager, compiled, atol=2e-2, rtol=2e-2)
@@ -212,14 +213,16 @@ def test_backward_called_inside_the_autocast_block_matches_eager():
         torch.testing.assert_close(q.grad, p.grad, atol=0, rtol=0)
 
 
-def test_variable_sequence_lengths_match_eager():
-    (eager, (ref, _, _)), (compiled, (got, _, _)) = run_both(COMPILERS["jit"], batches(6, micro=1, lengths=(16, 8, 12)))
+@pytest.mark.parametrize("how", COMPILERS)
+def test_variable_sequence_lengths_match_eager(how):
+    (eager, (ref, _, _)), (compiled, (got, _, _)) = run_both(COMPILERS[how], batches(6, micro=1, lengths=(16, 8, 12)))
     assert got == pytest.approx(ref, rel=1e-4, abs=1e-5)
     assert_close_params(eager, compiled, atol=1e-5, rtol=1e-4)
 
 
-def test_eval_mode_between_training_steps_matches_eager():
-    (eager, (ref, _, ref_evals)), (compiled, (got, _, evals)) = run_both(COMPILERS["jit"], batches(4, micro=1),
+@pytest.mark.parametrize("how", COMPILERS)
+def test_eval_mode_between_training_steps_matches_eager(how):
+    (eager, (ref, _, ref_evals)), (compiled, (got, _, evals)) = run_both(COMPILERS[how], batches(4, micro=1),
                                                                          eval_every=2)
     assert len(evals) == 2
     assert evals == pytest.approx(ref_evals, rel=1e-4, abs=1e-5)
@@ -227,14 +230,15 @@ def test_eval_mode_between_training_steps_matches_eager():
     assert_close_params(eager, compiled, atol=1e-5, rtol=1e-4)
 
 
-def test_checkpoint_resumed_into_a_fresh_compiled_model_matches_eager():
+@pytest.mark.parametrize("how", COMPILERS)
+def test_checkpoint_resumed_into_a_fresh_compiled_model_matches_eager(how):
     data = batches(6, micro=1)
     eager, first = twins()
     torch.manual_seed(123)
     ref, _, _ = train(eager, eager, data)
 
     torch.manual_seed(123)
-    _, opt, _ = train(first, thunderlab.jit(first), data[:3])
+    _, opt, _ = train(first, COMPILERS[how](first), data[:3])
     buf = io.BytesIO()
     torch.save({"model": first.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state()}, buf)
     buf.seek(0)
@@ -246,7 +250,7 @@ def test_checkpoint_resumed_into_a_fresh_compiled_model_matches_eager():
     opt2 = torch.optim.AdamW(resumed.parameters(), lr=lr_at(3), weight_decay=0.1, betas=(0.9, 0.95))
     opt2.load_state_dict(ckpt["optimizer"])
     torch.set_rng_state(ckpt["rng"])
-    got, _, _ = train(resumed, thunderlab.jit(resumed), data[3:], start=3, optimizer=opt2)
+    got, _, _ = train(resumed, COMPILERS[how](resumed), data[3:], start=3, optimizer=opt2)
     assert got == pytest.approx(ref[3:], rel=1e-4, abs=1e-5)
     assert_close_params(eager, resumed, atol=1e-5, rtol=1e-4)
 

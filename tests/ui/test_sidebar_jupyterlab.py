@@ -42,6 +42,22 @@ CELLS = [
     "def gone(t):\n    return t * 2 + 1\n"
     "thunderlab.jit(gone, pipeline=PIPE)(torch.randn(3))\n"
     "thunderlab.records()[-1].wait(30); gc.collect()",
+    # 4: the kernel answers malformed data for two records: a summary with a step cut short, traces that are a number
+    "from thunderlab.jupyter import comm\n"
+    "def _summary(self, record, _real=comm.Handler._record_summary):\n"
+    "    d = _real(self, record)\n"
+    "    if d['payload']['name'] == 'cut_short':\n"
+    "        d['payload']['steps'][1] = {'index': 1, 'spec': 'dce'}\n"
+    "    return d\n"
+    "def _traces(self, record, step, _real=comm.Handler._step_traces):\n"
+    "    d = _real(self, record, step)\n"
+    "    if self._payload(record).record.name == 'bad_traces':\n"
+    "        d['traces'] = 5\n"
+    "    return d\n"
+    "comm.Handler._record_summary, comm.Handler._step_traces = _summary, _traces\n"
+    "def cut_short(x):\n    return x * 3 + 1\n"
+    "def bad_traces(x):\n    return x * 4 + 1\n"
+    "thunderlab.jit(cut_short, pipeline=PIPE)(x).shape, thunderlab.jit(bad_traces, pipeline=PIPE)(x).shape",
 ]
 
 
@@ -299,6 +315,26 @@ def test_a_name_with_markup_is_shown_as_text(lab_page):
     assert EVIL in row.locator(".tl-record-name").inner_text()
     assert page.locator("#thunderlab-sidebar img, #thunderlab-sidebar script").count() == 0
     assert page.evaluate("window.__pwned") is None
+
+
+def test_a_malformed_record_or_step_shows_what_is_wrong(lab_page):
+    page = lab_page
+    _run_cell(page, 4)
+    page.locator(".tl-record", has_text="bad_traces").wait_for()
+    page.locator(".tl-record", has_text="cut_short").first.click()
+    problems = page.locator("#thunderlab-step .tl-problems")
+    problems.wait_for()
+    assert problems.locator(".tl-problems-title").inner_text().startswith("thunderlab cannot show record")
+    lines = problems.locator("li").all_inner_texts()
+    assert "steps[1].seconds: expected a number ≥ 0, got nothing (the field is missing)" in lines, lines
+    _shot(page, "malformed-summary")
+    page.locator(".tl-record", has_text="bad_traces").first.click()
+    page.wait_for_function(
+        "document.querySelector('#thunderlab-step .tl-problems-title')?.textContent.includes('program')")
+    [line] = problems.locator("li").all_inner_texts()
+    assert line.endswith(".traces: expected null or an object (name → a trace), got the number 5"), line
+    assert page.locator(".tl-step-head").inner_text().startswith("step ")  # the step itself is still named
+    assert not page.errors, page.errors
 
 
 def test_the_sidebar_recovers_after_a_kernel_restart(lab_page):

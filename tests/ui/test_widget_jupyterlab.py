@@ -1,6 +1,7 @@
 """The PassDebugger widget in a real JupyterLab server and a real browser: it renders, and its clicks reach the
 kernel."""
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -10,6 +11,17 @@ import pytest
 from tests.ui.conftest import jupyterlab_server
 
 NOTEBOOK = Path(__file__).parents[2] / "notebooks" / "pass_debugger.ipynb"
+# a debugger whose payload is then broken from Python: one step's traces a number
+BAD = ("import torch, thunderlab\n"
+       "from thunderlab.widgets import PassDebugger\n"
+       "def f(x):\n    return (x * 2).sin()\n"
+       "jf = thunderlab.jit(f, pipeline='dce,cse,del')\n"
+       "jf(torch.randn(3))\n"
+       "dbg = PassDebugger(jf)\n"
+       "bad = {**dbg.payload, 'steps': [dict(s) for s in dbg.payload['steps']]}\n"
+       "bad['steps'][1]['traces'] = 5\n"
+       "dbg.payload = bad\n"
+       "dbg")
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +36,10 @@ def lab(tmp_path_factory):
     work = root / "work"
     work.mkdir()
     shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    (work / "bad.ipynb").write_text(json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": BAD}],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 5}))
     with jupyterlab_server(work, env) as server:
         yield server
 
@@ -58,3 +74,24 @@ def test_widget_renders_and_talks_to_the_kernel(lab, page):
     page.locator(".thunderlab .tl-rerun").first.click()
     page.wait_for_function("document.querySelectorAll('.thunderlab .tl-step').length === 5")
     assert "unknown pass" not in (page.locator(".thunderlab .tl-error").first.text_content() or "")
+
+
+def test_a_malformed_payload_shows_what_is_wrong_in_the_cell(lab, page):
+    url, token = lab
+    page.set_default_timeout(60_000)
+    page.goto(f"{url}/lab/tree/bad.ipynb?reset&token={token}")  # reset: the other test's notebook stays closed
+    page.locator(".lm-TabBar-tab.lm-mod-current", has_text="bad.ipynb").first.wait_for()
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    page.get_by_text("| Idle").first.wait_for()
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    panel = page.locator(".jp-OutputArea-output .tl-problems")
+    try:
+        panel.wait_for()
+    except Exception:
+        outs = page.locator(".jp-OutputArea-output").all_text_contents()
+        pytest.fail(f"no problems panel; outputs: {[o[:300] for o in outs]}; page errors: {page.errors}")
+    assert panel.locator(".tl-problems-title").inner_text().startswith("thunderlab cannot show this record")
+    assert panel.locator("li").all_inner_texts() == [
+        "steps[1].traces: expected null or an object (name → a trace), got the number 5"]
+    assert page.errors == []

@@ -31,6 +31,8 @@ class TensorProxy:
     dtype: torch.dtype
     device: torch.device
     requires_grad: bool = False
+    # an input that is a module's parameter (nn.Parameter): the state data-parallel passes keep in sync
+    parameter: bool = False
 
     @property
     def ndim(self) -> int:

@@ -48,6 +48,9 @@ class Tag(enum.Enum):
     VIEW = "view"  # only re-describes its input's memory (shape, strides, a slice): recomputing moves no data
     DONT_RECOMPUTE = "dont_recompute"  # costs real work (matmul, convolution): computed once, in forward
     BOOKKEEPING = "bookkeeping"  # no computation at all (``del``)
+    # talks to other processes (torch.distributed collectives, their waits): every process must make the same
+    # calls in the same order, so such a call is never merged, dropped, recomputed, fused or moved across another
+    COMMUNICATION = "communication"
 
 
 class Kind(enum.Enum):
@@ -138,6 +141,11 @@ class Symbol:
     @property
     def side_effect(self) -> bool:
         return Tag.SIDE_EFFECT in self.tags
+
+    @property
+    def communicates(self) -> bool:
+        """A collective or its wait (``Tag.COMMUNICATION``): it stays in place, in the order written."""
+        return Tag.COMMUNICATION in self.tags
 
     def parameters(self) -> inspect.Signature:
         """The op's parameters: from ``signature``, else the decomposition, the implementation or the meta."""

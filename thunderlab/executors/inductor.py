@@ -57,6 +57,8 @@ class InductorExecutor(FusionExecutor):
             return False, f"{s.qualname} is an opaque torch call, which inductor is not handed"
         if Tag.BOOKKEEPING in s.tags:
             return False, f"{s.qualname} is bookkeeping"
+        if s.communicates:
+            return False, f"{s.qualname} is a collective: torch.distributed runs it"
         if s.side_effect:
             return False, f"{s.qualname} writes to an argument"
         if draws(bsym):  # dropout that drops, attention with dropout: each op says when (ops.rules.DRAWS)

@@ -462,6 +462,8 @@ class NvFuserExecutor(FusionExecutor):
         ok, why = available()
         if not ok:
             return False, why
+        if bsym.sym.communicates:
+            return False, f"{bsym.sym.qualname} is a collective: torch.distributed runs it"
         off = sorted({p.device.type for p in bsym.inputs + bsym.outputs} - {"cuda"})
         if off:
             return False, f"{bsym.sym.qualname} has tensors on {', '.join(off)}; nvFuser runs on CUDA only"

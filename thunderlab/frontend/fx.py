@@ -108,7 +108,8 @@ class Lowering:
         name = self.trace.add_name(input_name(node.target))
         if isinstance(a, torch.Tensor):
             # an input requires grad as the caller's tensor does; under no_grad the values made from it do not
-            p = TensorProxy(name, tuple(a.shape), a.dtype, a.device, a.requires_grad)
+            p = TensorProxy(name, tuple(a.shape), a.dtype, a.device, a.requires_grad,
+                            parameter=isinstance(a, torch.nn.Parameter))
             self.trace.inputs.append(p)
             self.inputs_by_name[name] = p
             self.concrete[name] = a

@@ -12,7 +12,7 @@ from thunderlab.core.trace import Trace
 class Node:
     id: str  # "b<bound symbol id>", "in:<name>" or "out"
     label: str
-    kind: str  # "call", "input", "output", "region"
+    kind: str  # "call", "input", "output", "region", "communication" (a collective or its wait)
     executor: str | None = None
     source: str | None = None
     group: str | None = None  # the fusion region a member belongs to
@@ -59,7 +59,8 @@ class Graph:
         lines = ["digraph trace {", "  node [shape=box, fontname=monospace];"]
 
         def node_line(n: Node, indent: str) -> str:
-            shape = ", shape=ellipse" if n.kind in ("input", "output") else ""
+            shape = ", shape=ellipse" if n.kind in ("input", "output") else ", shape=hexagon" if n.kind == "communication" \
+                else ""
             return f'{indent}"{_esc(n.id)}" [label="{_esc(n.label)}"{shape}];'
 
         tree = _ScopeTree()  # a region is a one-level path; a module scope a dotted one
@@ -174,7 +175,7 @@ def trace_graph(trace: Trace, *, expand_regions: bool = False) -> Graph:
             src = producer.get(p.name)
             if src is not None:
                 g.edges.append(Edge(src, nid, p.name, p.type_string()))
-        kind = "region" if b.sym.is_region else "call"
+        kind = "region" if b.sym.is_region else "communication" if b.sym.communicates else "call"
         src = b.source.short() if b.source else None
         scope = _region_scope(b) if kind == "region" else (b.source.scope if b.source else None)
         derived = f"b{b.derived_from}" if b.derived_from is not None else None

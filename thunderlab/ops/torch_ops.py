@@ -35,6 +35,7 @@ from thunderlab.core.symbols import Symbol
 from . import elementwise, creation, conversion, shape, views, reductions, activations  # noqa: F401
 from . import linalg, normalization, randomness, attention, losses, embedding, convolution  # noqa: F401
 from . import vjp  # noqa: F401  (the prims' derivative rules and ltorch.eager_vjp)
+from . import collectives  # noqa: F401  (all_reduce, all_gather, reduce_scatter, broadcast, wait)
 # isort: on
 from .declare import LTORCH, TORCH_SYMBOLS, opaque_symbol, torchsymbol
 

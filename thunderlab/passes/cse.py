@@ -24,6 +24,9 @@ def cse_trace(trace: Trace) -> Trace:
             seen.clear()  # a write may change what any later read sees
             kept.append(b)
             continue
+        if b.sym.communicates:  # two collectives are two exchanges between processes, never one
+            kept.append(b)
+            continue
         if b.sym.random or not b.outputs or written & {p.name for p in b.outputs}:
             kept.append(b)  # two draws are two values; a buffer written later is its own
             continue

@@ -9,8 +9,9 @@ from thunderlab.core.trace import Trace
 
 from .base import Pass, register_pass
 
-# a write must happen; an unused draw still advances the generator, which later draws read
-_EFFECTS = frozenset({Tag.SIDE_EFFECT, Tag.RANDOM})
+# a write must happen; an unused draw still advances the generator, which later draws read; every process
+# must make the same collectives, used or not
+_EFFECTS = frozenset({Tag.SIDE_EFFECT, Tag.RANDOM, Tag.COMMUNICATION})
 
 
 def dce_trace(trace: Trace) -> Trace:

@@ -68,7 +68,10 @@ def _plan(trace: Trace, max_size: int):
             producer[o.name] = i
         ex = EXECUTORS.get(b.executor or "torch")
         g = None
-        if b.sym.side_effect:
+        if b.sym.communicates:
+            open_groups.clear()  # collectives keep their place and order: no region spans one
+            why[b.id] = "communicates with other processes (torch.distributed), so it stays in place"
+        elif b.sym.side_effect:
             open_groups.clear()  # a write orders everything around it: no region spans it
             why[b.id] = "writes to an argument, so it stays in place"
         elif ex is None or not ex.fusion:
@@ -146,7 +149,7 @@ def fuse_trace(trace: Trace, counter: list[int], max_size: int) -> Trace:
                 deps[u].add(d)
         if last_barrier is not None and last_barrier != u:
             deps[u].add(last_barrier)
-        if b.sym.side_effect:
+        if b.sym.side_effect or b.sym.communicates:
             deps[u] |= {unit_of_call[j] for j in range(i)} - {u}
             last_barrier = u
         for o in b.outputs:

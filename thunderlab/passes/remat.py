@@ -15,7 +15,7 @@ from .base import Pass, PipelineError, register_pass
 from .dce import dce_trace
 
 # a random draw recomputed is a different draw; the rest would repeat real work or are not computations
-_NEVER = frozenset({Tag.RANDOM, Tag.SIDE_EFFECT, Tag.DONT_RECOMPUTE, Tag.BOOKKEEPING})
+_NEVER = frozenset({Tag.RANDOM, Tag.SIDE_EFFECT, Tag.DONT_RECOMPUTE, Tag.BOOKKEEPING, Tag.COMMUNICATION})
 POLICIES = ("auto", "all", "views")
 
 

@@ -35,6 +35,8 @@ function sv(tag: string, attrs: Record<string, string | number> = {}, text?: str
 export const MARK_COLOR: Record<Mark | "removed", string> = {
   added: "#1a7f37", executor: "#0969da", changed: "#bf8700", regrouped: "#8250df", removed: "#cf222e",
 };
+// collectives and their waits: their own colour whatever runs them, so communication stands out among compute
+export const COMM_COLOR = "#f4a3c0";
 const COLLAPSE_ABOVE = 300;
 const CULL_ABOVE = 500;
 const FAR = 0.45;  // below this zoom, node text is hidden (unreadable anyway) and the minimap guides
@@ -108,6 +110,8 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
   const legend = h("div", { class: "tl-graph-legend" });
   for (const ex of executorsIn(g)) legend.append(h("span", { class: "tl-legend-executor", "data-executor": ex },
     h("span", { class: "tl-swatch", style: `background:${executorColor(ex)}` }), ex));
+  if (g.nodes.some((n) => n.kind === "communication")) legend.append(h("span", { class: "tl-legend-communication" },
+    h("span", { class: "tl-swatch", style: `background:${COMM_COLOR}` }), "communication (torch.distributed)"));
   legend.append(h("span", { class: "tl-muted tl-changes" }, changeSummary(changes)));
   for (const row of changeLegend(changes)) legend.append(h("span", { class: `tl-legend-mark tl-legend-${row.kind}` },
     h("span", { class: "tl-swatch", style: `background:transparent;border:3px solid ${MARK_COLOR[row.kind]}` }), `${row.count} ${row.text}`));
@@ -185,7 +189,7 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
     for (const gb of lay.groups) ctx.fillRect(miniOff.x + gb.x * miniScale, miniOff.y + gb.y * miniScale, gb.width * miniScale, gb.height * miniScale);
     for (const n of shown.nodes) {
       const b = lay.nodes.get(n.id)!;
-      ctx.fillStyle = marks.has(n.id) ? MARK_COLOR[marks.get(n.id)!] : n.executor ? executorColor(n.executor) : "#999";
+      ctx.fillStyle = marks.has(n.id) ? MARK_COLOR[marks.get(n.id)!] : n.kind === "communication" ? COMM_COLOR : n.executor ? executorColor(n.executor) : "#999";
       ctx.fillRect(miniOff.x + b.x * miniScale, miniOff.y + b.y * miniScale, Math.max(1.5, b.width * miniScale), Math.max(1.5, b.height * miniScale));
     }
     const { w, h: ht } = portSize();
@@ -417,7 +421,7 @@ export function graphView(g: Graph, changes: Changes | null | undefined, opts: G
         `${n.id === selected ? " tl-selected" : ""}${matchShown.has(n.id) ? " tl-match" : ""}`;
       const node = sv("g", { class: cls, "data-id": n.id });
       node.append(sv("rect", { x: b.x, y: b.y, width: b.width, height: b.height, rx: n.kind === "input" || n.kind === "output" ? 17 : 4,
-        fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor),
+        fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : n.kind === "communication" ? COMM_COLOR : executorColor(n.executor),
         stroke: mark ? MARK_COLOR[mark] : "#666", "stroke-width": mark ? 3 : 1 }));
       node.append(sv("text", { class: "tl-name", x: b.x + b.width / 2, y: b.y + 15, "text-anchor": "middle" }, n.label));
       const tl = typeLine(n);

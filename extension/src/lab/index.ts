@@ -11,6 +11,8 @@ import type { Source } from "../calldiff";
 import { SelectionModel } from "../selection";
 import { STEP_CSS } from "../stepinfo";
 import { CSS, h } from "../views";
+import { EXTENSION, FACTORY, FILE_TYPE } from "./document/model";
+import { RecordViewerFactory } from "./document/viewer";
 import { KernelLink, STATE_WORDS } from "./link";
 import { SidebarMemory } from "./memory";
 import { PipelineModel } from "./pipeline/model";
@@ -140,8 +142,24 @@ const part = (id: string, description: string, rank: number, size: number, add: 
   activate: (_app: JupyterFrontEnd, tl: IThunderlabSidebar, ...rest: any[]) => tl.addPanel(add(tl, ...rest), rank, size),
 });
 
+/** Saved records (*.thunderlab.json) open in a main-area tab with the record's views, no kernel started. */
+const documents: JupyterFrontEndPlugin<void> = {
+  id: "thunderlab:documents",
+  description: "Opens saved thunderlab records (*.thunderlab.json) without a kernel",
+  autoStart: true,
+  activate: (app: JupyterFrontEnd): void => {
+    app.docRegistry.addFileType({ name: FILE_TYPE, displayName: "thunderlab record", extensions: [EXTENSION],
+      mimeTypes: ["application/json"], fileFormat: "text", contentType: "file", icon });
+    const open = (path: string) => void app.commands.execute("docmanager:open", { path, factory: FACTORY });
+    app.docRegistry.addWidgetFactory(new RecordViewerFactory({ name: FACTORY, label: "thunderlab record",
+      fileTypes: [FILE_TYPE], defaultFor: [FILE_TYPE], readOnly: true, canStartKernel: false, preferKernel: false },
+      app.serviceManager.contents, open));
+  },
+};
+
 export default [
   sidebar,
+  documents,
   part("records", "The kernel's compile records, newest first", 100, 2, recordsPanel),
   part("pipeline", "The pipeline editor: reorder, toggle, add, options, live check, re-run", 200, 4, pipelinePanel),
   part("step", "A step's program, diff, graph and why calls were not fused", 300, 6, stepPanel, [IEditorServices]),

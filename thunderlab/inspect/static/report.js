@@ -201,6 +201,438 @@ after:  ${b}`)
     return box;
   }
 
+  // ../thunderlab/inspect/schema/record-v1.json
+  var record_v1_default = {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    $id: "thunderlab.record/v1",
+    title: "thunderlab compile record",
+    description: "One compilation of one captured graph: the pipeline, every pass as a step, fusion regions and their timings.",
+    type: "object",
+    required: ["schema", "name", "inputs", "pipeline", "created", "error", "compile_seconds", "steps", "regions"],
+    additionalProperties: false,
+    properties: {
+      schema: { const: "thunderlab.record/v1" },
+      name: { type: "string" },
+      inputs: { type: "array", items: { type: "string" } },
+      input_names: {
+        type: "array",
+        description: "the captured program's inputs by name, with their type",
+        items: {
+          type: "object",
+          required: ["name", "type"],
+          additionalProperties: false,
+          properties: { name: { type: "string" }, type: { type: "string" } }
+        }
+      },
+      pipeline: { type: "string" },
+      created: { type: "number" },
+      error: { type: ["string", "null"] },
+      compile_seconds: { type: "number", minimum: 0 },
+      steps: { type: "array", minItems: 1, items: { $ref: "#/$defs/step" } },
+      regions: { type: "object", additionalProperties: { $ref: "#/$defs/region" } },
+      kernels: {
+        description: "the latest kernel-level profile of one call (thunderlab.profile), by fusion region ('(outside regions)' for the calls between them); null or absent when never profiled",
+        oneOf: [{ type: "null" }, { type: "object", additionalProperties: { type: "array", items: { $ref: "#/$defs/kernel" } } }]
+      }
+    },
+    $defs: {
+      step: {
+        type: "object",
+        required: ["index", "spec", "seconds", "symbols_before", "symbols_after", "error", "verification", "notes", "traces"],
+        additionalProperties: false,
+        properties: {
+          index: { type: "integer", minimum: 0 },
+          spec: { type: "string", description: "the pass as written in the pipeline, options included; step 0 is 'capture'" },
+          seconds: { type: "number", minimum: 0 },
+          symbols_before: { type: "integer", minimum: 0 },
+          symbols_after: { type: "integer", minimum: 0 },
+          error: { type: ["string", "null"] },
+          verification: {
+            oneOf: [
+              { type: "null" },
+              {
+                type: "object",
+                required: ["ok", "structural", "max_error", "detail"],
+                additionalProperties: false,
+                properties: {
+                  ok: { type: "boolean" },
+                  structural: { type: "string" },
+                  max_error: { type: ["number", "null"] },
+                  detail: { type: "string" }
+                }
+              }
+            ]
+          },
+          notes: { type: "object", description: "facts the pass reported, e.g. claim's declines or remat's saved bytes" },
+          traces: {
+            description: "null when the step failed, or in a summary before the step's detail is loaded",
+            oneOf: [{ type: "null" }, { type: "object", additionalProperties: { $ref: "#/$defs/trace" } }]
+          }
+        }
+      },
+      trace: {
+        type: "object",
+        required: ["program", "diff", "graph", "stats"],
+        additionalProperties: false,
+        properties: {
+          program: { type: "string", description: "the trace after this step as runnable Python" },
+          diff: { type: ["string", "null"], description: "unified diff against the previous step's trace; null at capture" },
+          graph: { $ref: "#/$defs/graph" },
+          changes: {
+            description: "graph nodes (by stable id) added, removed and changed against the previous step; null at capture",
+            oneOf: [
+              { type: "null" },
+              {
+                type: "object",
+                required: ["added", "removed", "changed"],
+                additionalProperties: false,
+                properties: {
+                  added: { type: "array", items: { type: "string" } },
+                  removed: { type: "array", items: { type: "string" } },
+                  changed: { type: "array", items: { type: "string" } },
+                  executor: { type: "array", items: { type: "string" }, description: "of the changed nodes, those whose executor assignment changed" },
+                  regrouped: { type: "array", items: { type: "string" }, description: "calls moved into, out of or between fusion regions" }
+                }
+              }
+            ]
+          },
+          stats: {
+            type: "object",
+            required: ["symbols", "regions", "executors"],
+            additionalProperties: false,
+            properties: {
+              symbols: { type: "integer" },
+              regions: { type: "integer" },
+              executors: { type: "object", additionalProperties: { type: "integer" } }
+            }
+          },
+          calls: {
+            type: "array",
+            description: "every call (fusion-region members included) in print order, by stable id",
+            items: { $ref: "#/$defs/call" }
+          },
+          saved: {
+            type: "object",
+            description: "a training program's forward trace: the values it keeps for backward",
+            required: ["values", "bytes"],
+            additionalProperties: false,
+            properties: {
+              bytes: { type: "integer", minimum: 0 },
+              values: { type: "array", items: {
+                type: "object",
+                required: ["name", "type", "bytes"],
+                additionalProperties: false,
+                properties: {
+                  name: { type: "string" },
+                  type: { type: "string" },
+                  bytes: { type: "integer", minimum: 0 }
+                }
+              } }
+            }
+          }
+        }
+      },
+      call: {
+        type: "object",
+        required: ["id", "line", "op", "executor", "region", "origin", "source"],
+        additionalProperties: false,
+        properties: {
+          id: { type: "string", description: "b<stable bound-symbol id>, the graph node's id" },
+          line: { type: ["integer", "null"], description: "the 1-based line of the trace's program text it prints on" },
+          op: { type: "string" },
+          executor: { type: ["string", "null"] },
+          region: { type: ["string", "null"], description: "the fusion region it is a member of" },
+          origin: { type: ["string", "null"], description: "the pass that made or last rewrote it" },
+          source: { oneOf: [
+            { type: "null" },
+            {
+              type: "object",
+              required: ["file", "line", "code", "scope", "cell", "path"],
+              additionalProperties: false,
+              properties: {
+                file: { type: "string", description: "the file's base name" },
+                line: { type: "integer" },
+                code: { type: "string" },
+                scope: { type: ["string", "null"] },
+                cell: { type: ["integer", "null"], description: "the notebook cell's execution count, when written in a cell" },
+                path: { type: ["string", "null"], description: "the file relative to the kernel's working directory, when inside it" }
+              }
+            }
+          ] }
+        }
+      },
+      graph: {
+        type: "object",
+        required: ["nodes", "edges"],
+        additionalProperties: false,
+        properties: {
+          nodes: { type: "array", items: {
+            type: "object",
+            required: ["id", "label", "kind", "executor", "source", "group"],
+            additionalProperties: false,
+            properties: {
+              id: { type: "string", description: "b<stable bound-symbol id>, in:<input name> or out" },
+              label: { type: "string" },
+              kind: { enum: ["call", "input", "output", "region", "communication"], description: "communication: a collective or its wait (torch.distributed)" },
+              executor: { type: ["string", "null"] },
+              source: { type: ["string", "null"] },
+              group: { type: ["string", "null"], description: "the fusion region this call belongs to" },
+              scope: { type: ["string", "null"], description: "the module the call came from, a dotted path such as transformer.h.0.attn" },
+              derived_from: { type: ["string", "null"], description: "in a backward trace: the id of the forward node this call differentiates (or recomputes)" },
+              outputs: {
+                type: "array",
+                description: "the tensors the node produces: [value name, type string such as 'cpu f32[4, 64]']",
+                items: { type: "array", prefixItems: [{ type: "string" }, { type: "string" }], minItems: 2, maxItems: 2 }
+              }
+            }
+          } },
+          edges: { type: "array", items: {
+            type: "object",
+            required: ["src", "dst", "value", "type"],
+            additionalProperties: false,
+            properties: { src: { type: "string" }, dst: { type: "string" }, value: { type: "string" }, type: { type: "string" } }
+          } }
+        }
+      },
+      kernel: {
+        type: "object",
+        required: ["name", "count", "self_cpu_us", "device_us"],
+        additionalProperties: false,
+        properties: {
+          name: { type: "string", description: "as the torch profiler names it: aten::mm, a fused kernel such as cpp_fused_add_mul_0, a CUDA kernel" },
+          count: { type: "integer", minimum: 0 },
+          self_cpu_us: { type: "number", minimum: 0, description: "CPU microseconds in the kernel itself, summed over its calls" },
+          device_us: { type: "number", minimum: 0, description: "device (GPU) microseconds, summed; 0 on CPU" }
+        }
+      },
+      region: {
+        type: "object",
+        required: ["executor", "version", "error", "history", "timings", "code"],
+        additionalProperties: false,
+        properties: {
+          executor: { type: "string" },
+          version: { type: "string", description: "the version running now: 'torch' until the fused kernel is ready" },
+          error: { type: ["string", "null"] },
+          history: { type: "array", items: { type: "array", prefixItems: [{ type: "number" }, { type: "string" }], minItems: 2, maxItems: 2 } },
+          timings: { type: "object", additionalProperties: {
+            type: "object",
+            required: ["count", "median_s", "min_s"],
+            properties: { count: { type: "integer" }, median_s: { type: "number" }, min_s: { type: "number" } }
+          } },
+          code: { type: ["string", "null"], description: "generated kernel source or the nvFuser definition text" }
+        }
+      }
+    }
+  };
+
+  // src/payload.ts
+  var SCHEMA = "thunderlab.record/v1";
+  var MAX_PROBLEMS = 100;
+  var ROOT = record_v1_default;
+  function resolve(ref) {
+    if (!ref.startsWith("#/")) throw new Error(`the record schema refers outside itself (${ref})`);
+    const found = ref.slice(2).split("/").reduce((s, k) => s?.[k], ROOT);
+    if (found === void 0) throw new Error(`the record schema refers to ${ref}, which it does not define`);
+    return found;
+  }
+  var defName = (ref) => ref.split("/").pop().replace(/_/g, " ");
+  var article = (w) => /^[aeiou]/i.test(w) ? `an ${w}` : `a ${w}`;
+  var plural = (n, w) => `${n} ${w}${n === 1 ? "" : "s"}`;
+  function expectedWords(s) {
+    if (s === true) return "anything";
+    if (s === false) return "nothing";
+    if (s.$ref) return article(defName(s.$ref));
+    if ("const" in s) return JSON.stringify(s.const);
+    if (s.enum) return `one of ${s.enum.map((x) => JSON.stringify(x)).join(", ")}`;
+    if (s.oneOf) return s.oneOf.map(expectedWords).join(" or ");
+    const types = s.type === void 0 ? [] : [].concat(s.type);
+    if (!types.length) return "anything";
+    return types.map((t) => typeWords(t, s)).join(" or ");
+  }
+  function typeWords(t, s) {
+    switch (t) {
+      case "integer":
+        return s.minimum !== void 0 ? `a whole number ≥ ${s.minimum}` : "a whole number";
+      case "number":
+        return s.minimum !== void 0 ? `a number ≥ ${s.minimum}` : "a number";
+      case "null":
+        return "null";
+      case "boolean":
+        return "true or false";
+      case "array":
+        if (s.prefixItems) return `a list [${s.prefixItems.map(expectedWords).join(", ")}]`;
+        if (s.minItems) return `a list of at least ${plural(s.minItems, "item")}`;
+        return "a list";
+      case "object":
+        if (!s.properties && s.additionalProperties && s.additionalProperties !== true) return `an object (name → ${expectedWords(s.additionalProperties)})`;
+        return "an object";
+      default:
+        return article(t);
+    }
+  }
+  function gotWords(v) {
+    if (v === void 0) return "nothing (the field is missing)";
+    if (v === null) return "null";
+    if (typeof v === "string") return `the string ${JSON.stringify(v.length > 60 ? v.slice(0, 59) + "…" : v)}`;
+    if (typeof v === "number" || typeof v === "boolean") return `${typeof v === "number" ? "the number " : ""}${v}`;
+    if (Array.isArray(v)) return `a list of ${plural(v.length, "item")}`;
+    const keys = Object.keys(v);
+    const shown = keys.slice(0, 4).map((k) => JSON.stringify(k)).join(", ") + (keys.length > 4 ? ", …" : "");
+    return keys.length ? `an object with ${plural(keys.length, "field")} (${shown})` : "an empty object";
+  }
+  function joinPath(path, key) {
+    if (typeof key === "number") return `${path}[${key}]`;
+    if (/^[A-Za-z_$][\w$]*$/.test(key)) return path ? `${path}.${key}` : key;
+    return `${path}[${JSON.stringify(key)}]`;
+  }
+  function jsonType(v) {
+    if (v === null) return "null";
+    if (Array.isArray(v)) return "array";
+    if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";
+    return typeof v;
+  }
+  function pathOf(at, base) {
+    const keys = [];
+    for (let x = at; x; x = x.up) keys.push(x.key);
+    return keys.reverse().reduce((p, k) => joinPath(p, k), base);
+  }
+  var Found = class {
+    constructor(base) {
+      this.base = base;
+      this.problems = [];
+    }
+    get full() {
+      return this.problems.length >= MAX_PROBLEMS;
+    }
+    add(at, expected, v) {
+      if (!this.full) this.problems.push({ path: pathOf(at, this.base), expected, got: gotWords(v) });
+    }
+  };
+  var checks = /* @__PURE__ */ new Map();
+  var fitters = /* @__PURE__ */ new Map();
+  function fitsOf(s) {
+    let f = fitters.get(s);
+    if (f) return f;
+    if (typeof s === "boolean") f = () => s;
+    else if (s.$ref) {
+      const ref = s.$ref;
+      let t;
+      f = (v) => (t ?? (t = fitsOf(resolve(ref))))(v);
+    } else if ("const" in s) f = (v) => v === s.const;
+    else if (s.enum) f = (v) => s.enum.includes(v);
+    else if (s.oneOf) {
+      const bs = s.oneOf.map(fitsOf);
+      f = (v) => bs.some((b) => b(v));
+    } else if (s.type === void 0) f = () => true;
+    else {
+      const types = new Set([].concat(s.type));
+      const number = types.has("number");
+      f = (v) => {
+        const t = jsonType(v);
+        return types.has(t) || number && t === "integer";
+      };
+    }
+    fitters.set(s, f);
+    return f;
+  }
+  function checkOf(s) {
+    let c = checks.get(s);
+    if (!c) {
+      checks.set(s, (v, at, found, label) => c(v, at, found, label));
+      c = compile(s);
+      checks.set(s, c);
+    }
+    return c;
+  }
+  function compile(s) {
+    if (s === true) return () => {
+    };
+    if (s === false) return (v, at, found) => found.add(at, "no value here", v);
+    if (s.$ref) {
+      const words2 = expectedWords(s), ref = s.$ref;
+      let target;
+      return (v, at, found, label) => (target ?? (target = checkOf(resolve(ref))))(v, at, found, label ?? words2);
+    }
+    const fits = fitsOf(s), words = expectedWords(s);
+    if (s.oneOf) {
+      const branches = s.oneOf.map((b) => ({ fits: fitsOf(b), check: checkOf(b) }));
+      return (v, at, found, label) => {
+        if (found.full) return;
+        const take = branches.filter((b) => b.fits(v));
+        if (!take.length) {
+          found.add(at, label ?? words, v);
+          return;
+        }
+        if (take.length === 1) {
+          take[0].check(v, at, found);
+          return;
+        }
+        const tries = take.map((b) => {
+          const f = new Found(found.base);
+          b.check(v, at, f);
+          return f.problems;
+        });
+        const matched = tries.filter((p) => !p.length).length;
+        if (matched > 1) found.add(at, `exactly one of: ${words}`, v);
+        else if (!matched) {
+          for (const p of tries.reduce((a, b) => b.length < a.length ? b : a)) if (!found.full) found.problems.push(p);
+        }
+      };
+    }
+    const min = s.minimum, minItems = s.minItems, maxItems = s.maxItems;
+    const prefix = (s.prefixItems ?? []).map(checkOf);
+    const items = s.items === void 0 ? null : checkOf(s.items);
+    const props = new Map(Object.entries(s.properties ?? {}).map(([k, x]) => [k, checkOf(x)]));
+    const required = (s.required ?? []).map((k) => ({ k, words: expectedWords(s.properties?.[k] ?? true) }));
+    const extra = s.additionalProperties === void 0 || s.additionalProperties === false ? null : checkOf(s.additionalProperties);
+    const closed = s.additionalProperties === false, names = Object.keys(s.properties ?? {}).join(", ");
+    return (v, at, found, label) => {
+      if (found.full) return;
+      if (!fits(v)) {
+        found.add(at, label ?? words, v);
+        return;
+      }
+      if (typeof v === "number") {
+        if (min !== void 0 && v < min) found.add(at, label ?? words, v);
+        return;
+      }
+      if (Array.isArray(v)) {
+        if (minItems !== void 0 && v.length < minItems || maxItems !== void 0 && v.length > maxItems) {
+          found.add(at, label ?? words, v);
+          return;
+        }
+        for (let i = 0; i < v.length && !found.full; i++) {
+          const c = i < prefix.length ? prefix[i] : items;
+          if (c) c(v[i], { up: at, key: i }, found);
+        }
+        return;
+      }
+      if (v === null || typeof v !== "object") return;
+      const o = v;
+      for (const r of required) if (!(r.k in o)) found.add({ up: at, key: r.k }, r.words, void 0);
+      for (const k of Object.keys(o)) {
+        const c = props.get(k);
+        if (c) c(o[k], { up: at, key: k }, found);
+        else if (closed) found.add({ up: at, key: k }, `no such field (${label ?? (at ? "this object" : "a record")} has ${names})`, o[k]);
+        else if (extra) extra(o[k], { up: at, key: k }, found);
+      }
+    };
+  }
+  function checkPayload(p) {
+    const o = p;
+    if (o !== null && typeof o === "object" && !Array.isArray(o) && "schema" in o && o.schema !== SCHEMA) {
+      return [{
+        path: "schema",
+        expected: `${JSON.stringify(SCHEMA)} (the version this viewer reads)`,
+        got: gotWords(o.schema),
+        hint: "the record was written by another version of thunderlab: write it again (rec.to_html) with the thunderlab that shows it"
+      }];
+    }
+    const found = new Found("");
+    checkOf(ROOT)(p, null, found, "a thunderlab record (a JSON object)");
+    return found.problems;
+  }
+
   // src/selection.ts
   var SelectionModel = class {
     constructor() {
@@ -991,6 +1423,7 @@ after:  ${b}`)
     regrouped: "#8250df",
     removed: "#cf222e"
   };
+  var COMM_COLOR = "#f4a3c0";
   var COLLAPSE_ABOVE = 300;
   var CULL_ABOVE = 500;
   var FAR = 0.45;
@@ -1064,6 +1497,12 @@ after:  ${b}`)
       { class: "tl-legend-executor", "data-executor": ex },
       h("span", { class: "tl-swatch", style: `background:${executorColor(ex)}` }),
       ex
+    ));
+    if (g.nodes.some((n) => n.kind === "communication")) legend.append(h(
+      "span",
+      { class: "tl-legend-communication" },
+      h("span", { class: "tl-swatch", style: `background:${COMM_COLOR}` }),
+      "communication (torch.distributed)"
     ));
     legend.append(h("span", { class: "tl-muted tl-changes" }, changeSummary(changes)));
     for (const row of changeLegend(changes)) legend.append(h(
@@ -1143,7 +1582,7 @@ after:  ${b}`)
       for (const gb of lay.groups) ctx.fillRect(miniOff.x + gb.x * miniScale, miniOff.y + gb.y * miniScale, gb.width * miniScale, gb.height * miniScale);
       for (const n of shown.nodes) {
         const b = lay.nodes.get(n.id);
-        ctx.fillStyle = marks.has(n.id) ? MARK_COLOR[marks.get(n.id)] : n.executor ? executorColor(n.executor) : "#999";
+        ctx.fillStyle = marks.has(n.id) ? MARK_COLOR[marks.get(n.id)] : n.kind === "communication" ? COMM_COLOR : n.executor ? executorColor(n.executor) : "#999";
         ctx.fillRect(miniOff.x + b.x * miniScale, miniOff.y + b.y * miniScale, Math.max(1.5, b.width * miniScale), Math.max(1.5, b.height * miniScale));
       }
       const { w, h: ht } = portSize();
@@ -1424,7 +1863,7 @@ after:  ${b}`)
           width: b.width,
           height: b.height,
           rx: n.kind === "input" || n.kind === "output" ? 17 : 4,
-          fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : executorColor(n.executor),
+          fill: n.kind === "input" || n.kind === "output" ? "#eeeeee" : n.kind === "communication" ? COMM_COLOR : executorColor(n.executor),
           stroke: mark ? MARK_COLOR[mark] : "#666",
           "stroke-width": mark ? 3 : 1
         }));
@@ -1467,20 +1906,12 @@ after:  ${b}`)
   }
 
   // src/views.ts
-  var SCHEMA = "thunderlab.record/v1";
-  function payloadProblem(p) {
-    if (typeof p !== "object" || p === null || Array.isArray(p)) return "the embedded data is not a thunderlab record (not a JSON object)";
-    const o = p;
-    if (o.schema !== SCHEMA) {
-      const got = typeof o.schema === "string" ? `"${o.schema}"` : "no schema";
-      return `this record has ${got}, and this viewer reads "${SCHEMA}": write the report again with the thunderlab that shows it (rec.to_html)`;
-    }
-    const missing = ["name", "pipeline", "steps"].filter((k) => !(k in o));
-    if (missing.length) return `this record lacks ${missing.join(", ")}: it was cut short or edited by hand`;
-    if (!Array.isArray(o.steps) || o.steps.length === 0) return "this record has no steps to show";
-    const bad = o.steps.findIndex((st) => typeof st !== "object" || st === null || typeof st.spec !== "string");
-    if (bad >= 0) return `step ${bad} of this record is not a step (it has no pass spec)`;
-    return null;
+  var checked = /* @__PURE__ */ new WeakMap();
+  function payloadProblems(p) {
+    if (p === null || typeof p !== "object") return checkPayload(p);
+    let found = checked.get(p);
+    if (!found) checked.set(p, found = checkPayload(p));
+    return found;
   }
   function classifyDiffLine(line) {
     if (line.startsWith("+++") || line.startsWith("---") || line.startsWith("\\")) return "meta";
@@ -1610,7 +2041,39 @@ after:  ${b}`)
 .thunderlab .tl-add{background:rgba(46,160,67,.18)}.thunderlab .tl-del{background:rgba(248,81,73,.18)}
 .thunderlab .tl-hunk{color:#8a63d2;background:rgba(130,80,223,.12)}.thunderlab .tl-meta-line{color:#888}
 .thunderlab .tl-muted{color:var(--jp-ui-font-color2,#888)}
+.thunderlab .tl-problems{border:1px solid var(--jp-error-color1,#d32f2f);border-left-width:4px;border-radius:2px;background:rgba(244,67,54,.07);color:var(--jp-ui-font-color1,#1d1d1f);padding:8px 12px;margin:6px 0;overflow-wrap:break-word}
+.thunderlab .tl-problems-title{font-weight:600;color:var(--jp-error-color1,#d32f2f);margin-bottom:4px}
+.thunderlab .tl-problems ul{margin:4px 0;padding-left:20px}
+.thunderlab .tl-problems li{margin:2px 0}
+.thunderlab .tl-problems code{font-family:var(--jp-code-font-family,ui-monospace,monospace);background:var(--jp-layout-color2,#eee);padding:0 3px;border-radius:2px}
+.thunderlab .tl-problems-hint{color:var(--jp-ui-font-color2,#555);margin-top:4px}
 `;
+  function problemsView(problems, cannot = "thunderlab cannot show this record", name, shown = 12) {
+    const list = h("ul", { class: "tl-problems-list" });
+    for (const p of problems.slice(0, shown)) {
+      list.append(h(
+        "li",
+        { class: "tl-problem" },
+        h("code", { class: "tl-problem-path" }, p.path || "the record"),
+        `: expected ${p.expected}, got ${p.got}`
+      ));
+    }
+    const more = problems.length - shown;
+    const hints = [...new Set(problems.map((p) => p.hint).filter((x) => !!x))];
+    return h(
+      "div",
+      { class: "tl-problems", role: "alert" },
+      h("div", { class: "tl-problems-title" }, `${cannot}${typeof name === "string" ? ` (${JSON.stringify(name)})` : ""}: its data does not follow the schema ${SCHEMA}`),
+      list,
+      more > 0 ? h("div", { class: "tl-problems-more tl-muted" }, `… and ${more}${problems.length >= MAX_PROBLEMS ? " or more" : ""} more`) : null,
+      ...hints.map((x) => h("div", { class: "tl-problems-hint" }, x))
+    );
+  }
+  function showProblems(root, problems, cannot, name) {
+    root.classList.add("thunderlab");
+    root.removeAttribute("data-step");
+    root.replaceChildren(h("style", {}, CSS), problemsView(problems, cannot, name));
+  }
   function header(p, opts) {
     const err = [p.error, opts.error].filter(Boolean).join("\n");
     return h(
@@ -1802,7 +2265,13 @@ after:  ${b}`)
     } else box.append(diffView(other === prev ? b.diff : null));
     return box;
   }
-  function renderRecord(root, payload, opts = {}) {
+  function renderRecord(root, data, opts = {}) {
+    const problems = payloadProblems(data);
+    if (problems.length) {
+      showProblems(root, problems, opts.cannot, data?.name);
+      return;
+    }
+    const payload = data;
     const n = payload.steps.length;
     const cur = Math.max(0, Math.min(n - 1, opts.current ?? n - 1));
     root.classList.add("thunderlab");
@@ -1814,6 +2283,7 @@ after:  ${b}`)
   }
 
   // src/report.ts
+  var CANNOT = "thunderlab cannot show this report";
   function start() {
     const root = document.getElementById("thunderlab-root");
     const data = document.getElementById("thunderlab-payload");
@@ -1822,17 +2292,11 @@ after:  ${b}`)
     try {
       payload = JSON.parse(data.textContent ?? "");
     } catch (e) {
-      root.textContent = `thunderlab: cannot read the embedded record: ${String(e)}`;
+      showProblems(root, [{ path: "", expected: "a thunderlab record as JSON text", got: `text that is not JSON (${e instanceof Error ? e.message : String(e)})` }], CANNOT);
       return;
     }
-    const problem = payloadProblem(payload);
-    if (problem) {
-      root.textContent = `thunderlab cannot show this report: ${problem}.`;
-      root.setAttribute("role", "alert");
-      return;
-    }
-    const show = (current) => renderRecord(root, payload, { current, onSelect: show });
-    show(payload.steps.length - 1);
+    const show = (current) => renderRecord(root, payload, { current, onSelect: show, cannot: CANNOT });
+    show(Number.MAX_SAFE_INTEGER);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();

@@ -1,7 +1,8 @@
 // The record and step the sidebar shows: the record's summary, the selected step and each step's traces
-// (fetched from the kernel when first shown).
+// (fetched from the kernel when first shown). Both are checked against the payload's schema as they arrive:
+// what does not follow it is kept as problems for the panel to show, never handed to a view.
 import { Signal, type ISignal } from "@lumino/signaling";
-import type { Payload, Trace } from "../../views";
+import { checkPayload, checkTraces, type Payload, type Problem, type Trace } from "../../payload";
 import type { KernelLink } from "../link";
 import type { SidebarMemory } from "../memory";
 
@@ -23,6 +24,8 @@ export class StepModel {
   private _trace = "forward";
   private _traces = new Map<number, Traces>();
   private _error = "";
+  private _problems: Problem[] = [];
+  private _traceProblems = new Map<number, Problem[]>();
   private _changed = new Signal<this, void>(this);
 
   /** `memory` keeps, per notebook, the record and step shown (JupyterLab's state database). */
@@ -34,6 +37,8 @@ export class StepModel {
   get step(): number { return this._step; }
   get trace(): string { return this._trace; }
   get error(): string { return this._error; }
+  /** How the record's summary (or else the shown step's traces) breaks the schema; empty when it follows it. */
+  get problems(): Problem[] { return this._problems.length ? this._problems : this._traceProblems.get(this._step) ?? []; }
   traces(step = this._step): Traces | undefined { return this._traces.get(step); }
 
   /** Show record `record` (null: none) at its last step that has a program. */
@@ -41,12 +46,16 @@ export class StepModel {
     this._record = record;
     this._payload = null;
     this._traces.clear();
+    this._traceProblems.clear();
     this._error = "";
+    this._problems = [];
     this._changed.emit();
     if (record === null) return;
     try {
       const r = await this.link.request("record.summary", { record });
       if (this._record !== record) return;
+      this._problems = checkPayload(r.payload);
+      if (this._problems.length) { this._changed.emit(); return; }
       this._payload = r.payload;
       const ok = r.payload.steps.filter((s) => !s.error).map((s) => s.index);
       const kept = this.memory?.get(this._path());
@@ -79,9 +88,11 @@ export class StepModel {
     try {
       const r = await this.link.request("step.traces", { record, step: i });
       if (this._record !== record) return null;
-      this._traces.set(i, r.traces);
+      const problems = checkTraces(r.traces, i);
+      if (problems.length) this._traceProblems.set(i, problems);
+      this._traces.set(i, problems.length ? null : r.traces);
       this._changed.emit();
-      return r.traces;
+      return this._traces.get(i)!;
     } catch (e) { this._fail(e); return null; }
   }
 

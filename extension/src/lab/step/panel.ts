@@ -5,7 +5,7 @@ import { PanelWithToolbar } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
 import { callDiffView, type Call } from "../../calldiff";
 import { notesView, stepTimingsView } from "../../stepinfo";
-import { alignLines, declinesAt, graphView, h, type Payload } from "../../views";
+import { alignLines, declinesAt, graphView, h, problemsView, type Payload } from "../../views";
 import type { IThunderlabSidebar } from "../tokens";
 
 const VIEWS = ["Program", "Diff", "Graph", "What it did", "Timings"] as const;
@@ -85,6 +85,7 @@ class StepBody extends Widget {
       if (kept && VIEWS.includes(kept)) this.view = kept;
     }
     if (s.error) { this.node.replaceChildren(h("div", { class: "tl-error" }, s.error)); return; }
+    if (!p && s.problems.length) { this.node.replaceChildren(problemsView(s.problems, `thunderlab cannot show record ${s.record}`)); return; }
     if (!p) { this.node.replaceChildren(h("div", { class: "tl-empty" }, s.record === null ? "Choose a record above." : "loading…")); return; }
     const st = p.steps[s.step];
     const traces = s.traces();
@@ -107,7 +108,8 @@ class StepBody extends Widget {
     }
     const parts: (HTMLElement | null)[] = [head, st.error ? h("div", { class: "tl-error" }, st.error) : null, tabs];
     const t = traces && trace ? traces[trace] : null;
-    if (traces === undefined) parts.push(h("div", { class: "tl-muted" }, "loading…"));
+    if (s.problems.length) parts.push(problemsView(s.problems, `thunderlab cannot show step ${st.index}'s program`));
+    else if (traces === undefined) parts.push(h("div", { class: "tl-muted" }, "loading…"));
     else if (!t) parts.push(h("div", { class: "tl-muted" }, "(this step has no program)"));
     else if (this.view === "Program") {
       parts.push(h("div", { class: "tl-muted tl-stats" }, `${trace}: ${t.stats.symbols} symbols, ${t.stats.regions} fusion regions · ` +

@@ -1,0 +1,136 @@
+"""What each process of the distributed tests runs (spawned: this module is imported in every process).
+
+Every case trains a model for a few optimizer steps twice on every rank, from the same start and
+with the same dropout draws: once as PyTorch's reference (DistributedDataParallel on the eager
+model) and once the thunderlab way; each rank writes the largest difference per case to a file.
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+import os
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+STEPS = 3
+
+
+def init(rank: int, world: int, port: int, timeout_s: float = 60) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+
+
+def make(name: str, rank: int):
+    """A model (different on every rank: the broadcast must make them equal), its batch maker and loss."""
+    torch.manual_seed(100 + rank)
+    g = torch.Generator().manual_seed(1000 + rank)  # each rank's own data
+    if name == "mlp":
+        model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
+        return model, lambda: (torch.randn(4, 16, generator=g),), lambda out: out.pow(2).mean()
+    if name == "nanogpt":
+        from thunderlab.examples import NanoGPTBlock
+
+        model = NanoGPTBlock(n_embd=32, n_head=2, block_size=8, dropout=0.1).train()
+        return model, lambda: (torch.randn(2, 8, 32, generator=g),), lambda out: out.pow(2).mean()
+    if name == "gpt2":
+        from thunderlab.examples import gpt2_from_config
+
+        model = gpt2_from_config(n_layer=1, n_embd=32, n_head=2, vocab_size=64).train()
+
+        def batch():
+            ids = torch.randint(0, 64, (2, 8), generator=g)
+            return {"input_ids": ids, "labels": ids}
+
+        return model, batch, lambda out: out.loss
+    raise ValueError(name)
+
+
+def _call(fn, batch):
+    return fn(**batch) if isinstance(batch, dict) else fn(*batch)
+
+
+def train(model, run, batches, loss_of, rank: int, *, no_sync=None):
+    """SGD steps; with ``no_sync`` (a context factory) the first of each step's two micro-batches skips sync."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    torch.manual_seed(7 + rank)  # the same dropout draws for the reference and thunderlab
+    for micro in batches:
+        for k, b in enumerate(micro):
+            ctx = no_sync() if (no_sync is not None and k < len(micro) - 1) else _null()
+            with ctx:
+                loss_of(_call(run, b)).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return model
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def _differences(ref: nn.Module, got: nn.Module) -> dict:
+    worst = max(((p - q).abs().max().item(), n) for (n, p), q in zip(ref.named_parameters(), got.parameters()))
+    scale = max(p.abs().max().item() for p in ref.parameters())
+    return {"max_abs": worst[0], "where": worst[1], "scale": scale}
+
+
+def run_case(case: str, rank: int, world: int) -> dict:
+    import thunderlab
+    import thunderlab.distributed
+
+    name, how = case.split(":")
+    model, batch, loss_of = make(name, rank)
+    micro = 2 if how == "no_sync" else 1
+    batches = [[batch() for _ in range(micro)] for _ in range(STEPS)]
+    ref = copy.deepcopy(model)
+    eager = DDP(ref)  # broadcasts rank 0's parameters
+    train(ref, eager, batches, loss_of, rank, no_sync=eager.no_sync if how == "no_sync" else None)
+    if how in ("ddp", "no_sync"):
+        tl = thunderlab.distributed.ddp(model, bucket_mb=0.01)  # small buckets: several all-reduces overlap backward
+        train(model, tl, batches, loss_of, rank, no_sync=tl.no_sync if how == "no_sync" else None)
+        note = tl.record().steps[[s.spec.split("{")[0] for s in tl.record().steps].index("ddp")]
+        extra = {"buckets": len(note.notes.get("buckets", [])) if isinstance(note.notes, dict) else None}
+    elif how == "torch_ddp_around_compiled":
+        wrapped = DDP(torch.compile(model, backend="thunderlab"))
+        train(model, wrapped, batches, loss_of, rank)
+        extra = {"records": len(thunderlab.records())}
+    elif how == "compiled_torch_ddp":
+        wrapped = torch.compile(DDP(model), backend="thunderlab")
+        train(model, wrapped, batches, loss_of, rank)
+        extra = {"records": len(thunderlab.records())}
+    else:
+        raise ValueError(how)
+    return {**_differences(ref, model), **extra}
+
+
+def worker(rank: int, world: int, port: int, out_dir: str, cases: list[str]) -> None:
+    """One process: every case in order, the results to ``out_dir/rank{rank}.json``."""
+    init(rank, world, port)
+    results = {}
+    for case in cases:
+        try:
+            results[case] = run_case(case, rank, world)
+        except Exception:  # the parent reports which case failed on which rank, with its traceback
+            results[case] = {"error": traceback.format_exc()}
+            break  # the other rank may now wait in a collective this one will never make
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump(results, f)
+    dist.destroy_process_group()
+
+
+def failing_worker(rank: int, world: int, port: int, mode: str) -> None:
+    """Rank 1 raises ("raise"), or never joins rank 0's collective ("timeout")."""
+    init(rank, world, port, timeout_s=5)
+    if rank == 1:
+        if mode == "raise":
+            raise RuntimeError("rank 1 fails on purpose")
+        return
+    dist.all_reduce(torch.ones(4))  # rank 1 never joins: gloo's timeout ends the wait
