@@ -15,7 +15,6 @@ import torch
 
 import thunderlab
 from tests.ui.conftest import jupyterlab_server, lab_home
-from thunderlab.inspect.serialize import to_json
 
 REPO = Path(__file__).parents[2]
 LABEXT = REPO / "thunderlab" / "jupyter" / "labextension"
@@ -50,8 +49,8 @@ def lab(tmp_path_factory):
     records = work / "records"
     records.mkdir(parents=True)
     gpt2 = _gpt2_training_record()
-    to_json(gpt2, records / "0001-gpt2.thunderlab.json")
-    to_json(_mlp_record(), records / "0002-mlp.thunderlab.json")
+    thunderlab.save(gpt2, records / "0001-gpt2.thunderlab.json")
+    thunderlab.save(_mlp_record(), records / "0002-mlp.thunderlab.json")
     (work / "broken.thunderlab.json").write_text('{"schema": "thunderlab.record/v1", "name": "cut')
     with jupyterlab_server(work, env, "--LabApp.expose_app_in_browser=True") as (url, token):
         yield url, token, gpt2

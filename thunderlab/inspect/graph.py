@@ -59,8 +59,7 @@ class Graph:
         lines = ["digraph trace {", "  node [shape=box, fontname=monospace];"]
 
         def node_line(n: Node, indent: str) -> str:
-            shape = ", shape=ellipse" if n.kind in ("input", "output") else ", shape=hexagon" if n.kind == "communication" \
-                else ""
+            shape = {"input": ", shape=ellipse", "output": ", shape=ellipse", "communication": ", shape=hexagon"}.get(n.kind, "")
             return f'{indent}"{_esc(n.id)}" [label="{_esc(n.label)}"{shape}];'
 
         tree = _ScopeTree()  # a region is a one-level path; a module scope a dotted one
