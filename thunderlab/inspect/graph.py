@@ -59,7 +59,7 @@ class Graph:
         lines = ["digraph trace {", "  node [shape=box, fontname=monospace];"]
 
         def node_line(n: Node, indent: str) -> str:
-            shape = {"input": ", shape=ellipse", "output": ", shape=ellipse", "communication": ", shape=hexagon"}.get(n.kind, "")
+            shape = _DOT_SHAPES.get(n.kind, "")
             return f'{indent}"{_esc(n.id)}" [label="{_esc(n.label)}"{shape}];'
 
         tree = _ScopeTree()  # a region is a one-level path; a module scope a dotted one
@@ -124,6 +124,9 @@ class _ScopeTree:
             )
             child.emit(lines, node_line, indent + "  ")
             lines.append(f"{indent}}}")
+
+
+_DOT_SHAPES = {"input": ", shape=ellipse", "output": ", shape=ellipse", "communication": ", shape=hexagon"}
 
 
 def _esc(s: str) -> str:
