@@ -68,7 +68,10 @@ def _plan(trace: Trace, max_size: int):
             producer[o.name] = i
         ex = EXECUTORS.get(b.executor or "torch")
         g = None
-        if b.sym.side_effect:
+        if b.sym.is_region:
+            # a region from an earlier fuse is one unit its executor owns: a second fuse leaves it whole
+            why[b.id] = f"already region {b.sym.name}, run by {b.executor}"
+        elif b.sym.side_effect:
             open_groups.clear()  # a write orders everything around it: no region spans it
             why[b.id] = "writes to an argument, so it stays in place"
         elif ex is None or not ex.fusion:
