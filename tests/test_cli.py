@@ -230,3 +230,16 @@ def test_an_internal_error_is_one_line_that_points_at_debug(monkeypatch, capsys)
     assert cli.main(["passes", "--debug"]) == 1
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "in broken" in err
+
+
+def test_demo_with_a_pipeline_a_pass_refuses_prints_the_table_then_one_line():
+    from thunderlab.executors.nvfuser import available
+
+    if available()[0]:
+        import pytest
+
+        pytest.skip("nvFuser runs here, so claim{executors=nvfuser} refuses nothing")
+    r = _run("demo", "--example", "mlp", "--out", "", "--pipeline", "claim{executors=nvfuser},del")
+    _one_line_error(r, "thunderlab demo: compilation failed: pass 'claim' (step 1) raised ClaimError",
+                    "add 'torch' to the executors")
+    assert "capture" in r.stdout and "ERROR" in r.stdout

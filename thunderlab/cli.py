@@ -43,11 +43,10 @@ def demo(args) -> int:
 
     import thunderlab
     from thunderlab.examples import EXAMPLES
+    from thunderlab.runtime.compiled import CompileError
 
     model, inputs = EXAMPLES[args.example]()
     print(f"thunderlab demo: {args.example} ({type(model).__name__}), pipeline {args.pipeline!r}", flush=True)
-    from thunderlab.runtime.compiled import CompileError
-
     jfn = thunderlab.jit(model, pipeline=args.pipeline, verify=True, timing=True)
     t0 = time.perf_counter()
     with torch.no_grad():
