@@ -175,3 +175,133 @@ def test_report_of_one_saved_record(tmp_path):
     r = _run("report", path, "--out", str(tmp_path / "one.html"))
     assert r.returncode == 0, r.stderr
     assert " step  pass" in r.stdout and 'id="thunderlab-payload"' in (tmp_path / "one.html").read_text()
+
+
+NOTHING = """import torch
+
+def const(x):
+    return 3
+
+def same(x):
+    return x
+
+def nothing(x):
+    x.shape
+
+number = 5
+
+class Needs(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+
+class NotAModule:
+    pass
+
+def example_inputs():
+    return torch.randn(3)
+"""
+
+
+def test_a_function_with_nothing_to_compile_is_one_line(tmp_path):
+    model = tmp_path / "nothing.py"
+    model.write_text(NOTHING)
+    expected = "expected a function or nn.Module that computes with tensors"
+    _one_line_error(_run("report", f"{model}:const"), "nothing.py:const gave TorchDynamo no tensor operation",
+                    "it returned an int, 3", expected)
+    _one_line_error(_run("report", f"{model}:same"), "it returned its input unchanged", expected)
+    _one_line_error(_run("report", f"{model}:nothing"), "it returned None", expected)
+
+
+def test_a_target_that_cannot_be_called_is_one_line(tmp_path):
+    model = tmp_path / "nothing.py"
+    model.write_text(NOTHING)
+    _one_line_error(_run("report", f"{model}:number"), "nothing.py:number is an int, not something to compile",
+                    "expected a function, an nn.Module")
+    _one_line_error(_run("report", f"{model}:NotAModule"), "is a class that is not an nn.Module")
+    _one_line_error(_run("report", f"{model}:Needs"), "nn.Module class that cannot be built with no arguments",
+                    "missing 1 required positional argument: 'width'", "Needs(...)")
+    (tmp_path / "dir.py").mkdir()
+    _one_line_error(_run("report", f"{tmp_path}/dir.py:f"), "no file", "(it is a directory)")
+
+
+def test_bad_arguments_are_one_line(tmp_path):
+    ok = tmp_path / "ok.py"
+    ok.write_text("import torch\n\ndef f(x):\n    return x * 2\n\ndef f_inputs():\n    return torch.randn(3)\n")
+    _one_line_error(_run(), "the following arguments are required: command", "see 'thunderlab --help'")
+    _one_line_error(_run("report"), "the following arguments are required: target")
+    _one_line_error(_run("demo", "--example", "bogus"), "invalid choice: 'bogus'", "mlp")
+    _one_line_error(_run("demo", "--wait", "-1"), "expected 0 or more seconds, got '-1'")
+    _one_line_error(_run("demo", "--wait", "soon"), "expected a number of seconds, got 'soon'")
+    _one_line_error(_run("frobnicate"), "invalid choice: 'frobnicate'")
+    _one_line_error(_run("report", f"{ok}:f", "--json", str(tmp_path / "no" / "r.json"), "--out",
+                         str(tmp_path / "r.html")), "No such file", "r.json")
+    _one_line_error(_run("report", f"{ok}:f", "--pipeline", "dce,del,cse"), "pass 'del' must be the last pass")
+
+
+REFUSES = """import torch
+from dataclasses import dataclass
+import thunderlab
+
+def f(x):
+    return x.cumsum(0)
+
+def f_inputs():
+    return torch.randn(3)
+
+@thunderlab.register_pass
+@dataclass(frozen=True)
+class Refuses(thunderlab.Pass):
+    "Refuses every program (for tests)."
+    name = "refuses"
+
+    def __call__(self, program):
+        raise ValueError("not this program")
+"""
+
+
+def test_a_pipeline_a_pass_refuses_is_one_line_after_the_table(tmp_path):
+    ok = tmp_path / "ok.py"
+    ok.write_text(REFUSES)
+    r = _run("report", f"{ok}:f", "--pipeline", "dce,refuses,del", "--out", str(tmp_path / "r.html"))
+    _one_line_error(r, "compilation failed: pass 'refuses' (step 2) raised ValueError", "not this program")
+    assert "dce" in r.stdout and (tmp_path / "r.html").exists()  # the report keeps every step before it
+
+
+def test_debug_shows_the_traceback_behind_the_line(tmp_path):
+    bad_inputs = tmp_path / "bad_inputs.py"
+    bad_inputs.write_text(
+        "import torch\n\ndef f(x):\n    return x * 2\n\ndef f_inputs():\n    return torch.load('nope.pt')\n"
+    )
+    r = _run("report", f"{bad_inputs}:f", "--debug")
+    assert r.returncode == 2 and "Traceback (most recent call last)" in r.stderr, r.stderr
+    assert "bad_inputs.py\", line 7, in f_inputs" in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("thunderlab report: f_inputs() in")
+
+
+def test_an_internal_error_is_one_line_that_points_at_debug(monkeypatch, capsys):
+    from thunderlab import cli
+
+    def broken(args):
+        raise KeyError("a bug of ours")
+
+    monkeypatch.setattr(cli, "passes", broken)
+    assert cli.main(["passes"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == ("thunderlab passes: internal error, KeyError: 'a bug of ours'; "
+                           "rerun with --debug for the traceback")
+    assert cli.main(["passes", "--debug"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "in broken" in err
+
+
+def test_demo_with_a_pipeline_a_pass_refuses_prints_the_table_then_one_line():
+    from thunderlab.executors.nvfuser import available
+
+    if available()[0]:
+        import pytest
+
+        pytest.skip("nvFuser runs here, so claim{executors=nvfuser} refuses nothing")
+    r = _run("demo", "--example", "mlp", "--out", "", "--pipeline", "claim{executors=nvfuser},del")
+    _one_line_error(r, "thunderlab demo: compilation failed: pass 'claim' (step 1) raised ClaimError",
+                    "add 'torch' to the executors")
+    assert "capture" in r.stdout and "ERROR" in r.stdout

@@ -1,4 +1,8 @@
-"""The command line: ``thunderlab demo``, ``thunderlab report`` and ``thunderlab passes``."""
+"""The command line: ``thunderlab demo``, ``thunderlab report`` and ``thunderlab passes``.
+
+Every mistake a user can make ends in one line on stderr and a non-zero exit code; ``--debug``
+shows the traceback behind it as well.
+"""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +11,29 @@ import json
 import os
 import sys
 import time
+import traceback
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for; the CLI prints its message as one line (exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line (its default prints the usage block first)."""
+
+    def error(self, message):
+        print(f"{self.prog}: {message}; see '{self.prog} --help'", file=sys.stderr)
+        sys.exit(2)
+
+
+def _non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more seconds, got {text!r}")
+    return value
 
 
 def demo(args) -> int:
@@ -16,13 +43,19 @@ def demo(args) -> int:
 
     import thunderlab
     from thunderlab.examples import EXAMPLES
+    from thunderlab.runtime.compiled import CompileError
 
     model, inputs = EXAMPLES[args.example]()
     print(f"thunderlab demo: {args.example} ({type(model).__name__}), pipeline {args.pipeline!r}", flush=True)
     jfn = thunderlab.jit(model, pipeline=args.pipeline, verify=True, timing=True)
     t0 = time.perf_counter()
     with torch.no_grad():
-        out = jfn(*inputs)
+        try:
+            out = jfn(*inputs)
+        except CompileError as e:  # a pass refused the pipeline (claim{executors=nvfuser} without a GPU)
+            print()
+            print(e.record.table())
+            raise UsageError(f"compilation failed: {e}") from e
         ref = model(*inputs)
     first = time.perf_counter() - t0
     rec = thunderlab.last_record(jfn)
@@ -30,8 +63,7 @@ def demo(args) -> int:
     print(rec.table())
     print()
     if rec.error:
-        print(rec.error)
-        return 1
+        raise UsageError(f"compilation failed: {rec.error}")
     err = (getattr(out, "logits", out) - getattr(ref, "logits", ref)).abs().max().item()
     print(
         f"first call {first * 1e3:.0f} ms (TorchDynamo capture plus {rec.compile_seconds * 1e3:.1f} ms in thunderlab); "
@@ -74,38 +106,48 @@ def load_target(target: str):
 
     path, sep, name = target.rpartition(":")
     if not sep or not path.endswith(".py") or not name:
-        raise SystemExit(f"thunderlab report: expected FILE.py:FUNCTION, got {target!r}")
-    if not os.path.exists(path):
-        raise SystemExit(f"thunderlab report: no file {path!r}")
+        raise UsageError(f"expected FILE.py:FUNCTION, got {target!r}")
+    if not os.path.isfile(path):
+        raise UsageError(f"no file {path!r}" + (" (it is a directory)" if os.path.isdir(path) else ""))
     spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # the user's file: say where it failed, not a traceback of ours
-        raise SystemExit(
-            f"thunderlab report: {path} raised {type(e).__name__} while loading{_where(e, path)}: {e}"
-        ) from None
+        raise UsageError(
+            f"{path} raised {type(e).__name__} while loading{_where(e, path)}: {e}"
+        ) from e
     finally:
         sys.path.pop(0)
     if not hasattr(module, name):
         found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
                        and getattr(v, "__module__", None) == module.__name__)
-        raise SystemExit(
-            f"thunderlab report: {path} has no {name!r}; it defines {', '.join(found) or 'nothing callable'}"
+        raise UsageError(
+            f"{path} has no {name!r}; it defines {', '.join(found) or 'nothing callable'}"
         )
     fn = getattr(module, name)
     if isinstance(fn, type) and issubclass(fn, torch.nn.Module):
-        fn = fn()
+        try:
+            fn = fn()
+        except Exception as e:
+            raise UsageError(
+                f"{path}:{name} is an nn.Module class that cannot be built with no arguments "
+                f"({type(e).__name__}: {_first_line(e)}); build one in the file (model = {name}(...)) and name that"
+            ) from e
+    elif not callable(fn) or isinstance(fn, type):
+        what = "a class that is not an nn.Module" if isinstance(fn, type) else f"{_article(fn)} {type(fn).__name__}"
+        raise UsageError(f"{path}:{name} is {what}, not something to compile; "
+                         f"expected a function, an nn.Module, or an nn.Module class built with no arguments")
     maker = getattr(module, f"{name}_inputs", None) or getattr(module, "example_inputs", None)
     if maker is None:
-        raise SystemExit(f"thunderlab report: {path} must define {name}_inputs() or example_inputs() "
+        raise UsageError(f"{path} must define {name}_inputs() or example_inputs() "
                          f"returning the arguments to call {name} with")
     try:
         inputs = maker()
     except Exception as e:
-        raise SystemExit(f"thunderlab report: {maker.__name__}() in {path} raised {type(e).__name__}"
-                         f"{_where(e, path)}: {e}") from None
+        raise UsageError(f"{maker.__name__}() in {path} raised {type(e).__name__}"
+                         f"{_where(e, path)}: {e}") from e
     if not isinstance(inputs, (tuple, list)):
         inputs = (inputs,)
     return fn, tuple(inputs)
@@ -123,6 +165,25 @@ def _where(e: BaseException, path: str) -> str:
     return f" ({os.path.basename(path)}:{line})" if line else ""
 
 
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _article(value) -> str:
+    return "an" if type(value).__name__[:1].lower() in "aeiou" else "a"
+
+
+def _found(out, inputs) -> str:
+    """What a function that gave TorchDynamo nothing to compile returned, in a few words."""
+    if any(out is a for a in inputs):
+        return "it returned its input unchanged"
+    if out is None:
+        return "it returned None"
+    text = repr(out)
+    return f"it returned {_article(out)} {type(out).__name__}, {text if len(text) <= 40 else text[:37] + '...'}"
+
+
 def _call_failed(target: str, fn, inputs, e: Exception) -> str:
     """One line for a call that raised: eager's own error when the function fails without thunderlab too."""
     path = target.rpartition(":")[0]
@@ -130,10 +191,10 @@ def _call_failed(target: str, fn, inputs, e: Exception) -> str:
         fn(*inputs)
     except Exception as eager:  # the user's function itself fails on these inputs
         first = str(eager).strip().splitlines()[0] if str(eager).strip() else ""
-        return (f"thunderlab report: {target} raised {type(eager).__name__} on its example inputs"
+        return (f"{target} raised {type(eager).__name__} on its example inputs"
                 f"{_where(eager, path)}: {first}")
     first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    return (f"thunderlab report: compiling {target} failed where eager runs ({type(e).__name__}: {first}); "
+    return (f"compiling {target} failed where eager runs ({type(e).__name__}: {first}); "
             f"TORCH_LOGS=+dynamo shows TorchDynamo's side")
 
 
@@ -155,7 +216,8 @@ def report(args) -> int:
     from thunderlab.runtime.compiled import CompileError
 
     fn, inputs = load_target(args.target)
-    if "TORCH_LOGS" not in os.environ:  # errors are reported below in one line; TORCH_LOGS=... shows torch's own
+    # errors are reported below in one line; TORCH_LOGS=... (or --debug) shows torch's own logs
+    if "TORCH_LOGS" not in os.environ and not args.debug:
         import logging
 
         import torch
@@ -164,12 +226,18 @@ def report(args) -> int:
     jfn = thunderlab.jit(fn, pipeline=args.pipeline, verify=not args.no_verify, tiered=False)
     status = 0
     try:
-        jfn(*inputs)
+        out = jfn(*inputs)
     except CompileError as e:
-        print(f"compilation failed: {e}; the report shows every step up to it", file=sys.stderr)
+        print(f"thunderlab report: compilation failed: {e}; the report shows every step up to it", file=sys.stderr)
         status = 1
     except Exception as e:
-        raise SystemExit(_call_failed(args.target, fn, inputs, e)) from None
+        raise UsageError(_call_failed(args.target, fn, inputs, e)) from e
+    else:
+        if not jfn.records:  # TorchDynamo hands over a graph only where the function computes with tensors
+            raise UsageError(
+                f"{args.target} gave TorchDynamo no tensor operation to compile ({_found(out, inputs)}); "
+                f"expected a function or nn.Module that computes with tensors, e.g. return x * 2"
+            )
     rec = thunderlab.last_record(jfn)
     print(rec.table())
     out = args.out if args.out is not None else "report.html"
@@ -230,21 +298,24 @@ def passes(args) -> int:
 def main(argv=None) -> int:
     from thunderlab.passes import DEFAULT_PIPELINE
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="thunderlab", description="A tracing compiler for PyTorch whose every pass is an inspectable step."
     )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="on an error, show the traceback behind its one line")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("demo", help="compile a built-in model and show every pass")
+    p = sub.add_parser("demo", help="compile a built-in model and show every pass", parents=[common])
     p.add_argument("--example", default="nanogpt_block", choices=["mlp", "nanogpt_block", "llama_block", "cnn", "gpt2"])
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help=f"pass pipeline (default {DEFAULT_PIPELINE!r})")
     p.add_argument(
-        "--wait", type=float, default=120.0, help="seconds to wait for fused kernels to compile (default 120)"
+        "--wait", type=_non_negative, default=120.0, help="seconds to wait for fused kernels to compile (default 120)"
     )
     p.add_argument("--out", default="thunderlab-demo.html", help="where to write the HTML report ('' for none)")
     p.set_defaults(fn=demo)
     p = sub.add_parser("report", help="compile FILE.py:FUNCTION on its example inputs and write an HTML report; "
                                       "or a site over a folder of saved records",
-                       description=report.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=report.__doc__, parents=[common],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("target", help="FILE.py:FUNCTION, a folder of *.thunderlab.json records, or one such file")
     p.add_argument("--out", default=None, help="the HTML file to write (default report.html); for a folder, the "
                                                "site's folder (default DIR/report)")
@@ -252,20 +323,29 @@ def main(argv=None) -> int:
     p.add_argument("--pipeline", default=DEFAULT_PIPELINE, help=f"pass pipeline (default {DEFAULT_PIPELINE!r})")
     p.add_argument("--no-verify", action="store_true", help="skip checking every step against eager")
     p.set_defaults(fn=report)
-    p = sub.add_parser("passes", help="list the registered passes")
+    p = sub.add_parser("passes", help="list the registered passes", parents=[common])
     p.add_argument("--json", action="store_true", help="print the registry as JSON")
     p.set_defaults(fn=passes)
     args = parser.parse_args(argv)
     from thunderlab.passes.base import PipelineError
 
+    where = f"thunderlab {args.command}"
     try:
         return args.fn(args)
     except KeyboardInterrupt:
-        print(f"thunderlab {args.command}: interrupted", file=sys.stderr)
+        print(f"{where}: interrupted", file=sys.stderr)
         return 130
-    except (PipelineError, OSError) as e:  # a bad pipeline or environment, a file that cannot be written
-        print(f"thunderlab {args.command}: {e}", file=sys.stderr)
+    except (UsageError, PipelineError, OSError) as e:  # the user's mistake: what to fix, in one line
+        if args.debug:
+            traceback.print_exception(e)
+        print(f"{where}: {_first_line(e)}", file=sys.stderr)
         return 2
+    except Exception as e:  # thunderlab's own failure: still one line, the traceback on request
+        if args.debug:
+            traceback.print_exception(e)
+        print(f"{where}: internal error, {type(e).__name__}: {_first_line(e)}"
+              f"{'' if args.debug else '; rerun with --debug for the traceback'}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

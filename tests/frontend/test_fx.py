@@ -187,3 +187,51 @@ def test_creation_ops_take_their_size_by_keyword():
     x = torch.randn(2, 3)
     torch.testing.assert_close(j(x), f(x))
     assert "ltorch.zeros(size=(2, 3))" in thunderlab.last_record(j).steps[0].program.forward.python(source=False)
+
+
+def _geqrf(x):
+    q, tau = torch.geqrf(x)
+    return q * 2 + tau.sum()
+
+
+def _geqrf_method(x):
+    return x.geqrf()[0] + 1
+
+
+def _histogram(x):
+    return torch.histogram(x, bins=3).hist + 1
+
+
+def _binomial(x):
+    return torch.binomial(x.abs().round() + 1, torch.full_like(x, 0.5)) * 2
+
+
+@pytest.mark.parametrize("fn, op, kernel", [
+    (_geqrf, "torch.geqrf", "aten::geqrf"),
+    (_geqrf_method, "torch.Tensor.geqrf", "aten::geqrf"),
+    (_histogram, "torch.histogram", "aten::histogram"),
+    (_binomial, "torch.binomial", "aten::binomial"),
+])
+def test_an_op_with_no_meta_kernel_is_refused_by_name(fn, op, kernel):
+    """PyTorch documents these ops for CPU tensors but gives them no meta kernel, so their shapes are unknown."""
+    try:
+        fn(torch.randn(4, 3, device="meta"))
+        pytest.skip(f"{op} has a meta kernel in PyTorch {torch.__version__}")
+    except NotImplementedError:
+        pass
+    torch._dynamo.reset()
+    with pytest.raises(TraceError) as e:
+        thunderlab.jit(fn)(torch.randn(4, 3))
+    msg = str(e.value)
+    assert f"{op} has no meta kernel in PyTorch {torch.__version__} ({kernel}" in msg, msg
+    assert f"call {op} outside the compiled function and pass its result in" in msg, msg
+    assert "custom_ops_landing_page" not in msg  # torch's advice is for authors of custom ops
+
+
+def test_an_op_with_no_meta_kernel_runs_outside_the_compiled_function():
+    def rest(q, tau):
+        return q * 2 + tau.sum()
+
+    x = torch.randn(4, 3)
+    q, tau = torch.geqrf(x)
+    torch.testing.assert_close(thunderlab.jit(rest)(q, tau), _geqrf(x))

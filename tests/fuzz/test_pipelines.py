@@ -1,11 +1,15 @@
 """Random pipelines over random small programs: every pipeline that parses compiles to eager's answers.
 
-Hypothesis draws a program (inference or training) and a pipeline: passes in any order, any of
-them disabled, with random options. A pipeline the parser refuses is skipped (its message is
-checked to name a pass); every other one must compile and give eager's outputs and gradients.
-``make fuzz`` runs a larger campaign (THUNDERLAB_FUZZ_EXAMPLES, default 25 here).
+Hypothesis draws a program (inference or training) and a pipeline: every registered pass, in any
+order, repeated (a pass drawn twice in a row as often as not), any of them disabled, each with its
+options drawn from what the option takes. A pipeline the parser refuses must name a pass; one that
+parses must either give eager's outputs, inputs after the call and gradients, or be refused while
+compiling with an error that names the pass (never a raw exception from inside the compiler).
+``make fuzz`` runs a larger campaign (THUNDERLAB_FUZZ_EXAMPLES, default 25 here); with
+THUNDERLAB_FUZZ_REPORT set, the counts are written there (benchmarks/robustness.py records them).
 """
 import os
+import warnings
 
 import pytest
 import torch
@@ -13,10 +17,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import thunderlab
-from thunderlab.passes.base import PipelineError
+from thunderlab.executors.base import EXECUTORS
+from thunderlab.passes.base import REGISTRY, PipelineError, PipelineWarning
+from thunderlab.passes.claim import ClaimError
+from thunderlab.passes.remat import POLICIES
+from thunderlab.runtime.compiled import CompileError
 
 EXAMPLES = int(os.environ.get("THUNDERLAB_FUZZ_EXAMPLES", "25"))
-STATS = {"programs": 0, "pipelines": 0, "refused": 0}
+# cases: pipelines tried; equal_to_eager: compiled and gave eager's answers; refused_by_name: refused by
+# the parser or while compiling (of_them_while_compiling), naming a pass; repeated: cases whose enabled
+# passes name one pass twice or more. A wrong answer or a raw error fails the test; they are counted
+# first so that a campaign's report shows them.
+STATS = {"cases": 0, "equal_to_eager": 0, "refused_by_name": 0, "of_them_while_compiling": 0, "wrong": 0,
+         "raw_errors": 0, "repeated": 0}
 
 
 def mlp(x, w1, w2):
@@ -50,16 +63,55 @@ PROGRAMS = {
     "writes_input": (writes_input, lambda g: (torch.randn(6), torch.randn(6, requires_grad=g))),
 }
 
-SPECS = st.sampled_from(["dce", "cse", "autodiff", "del", "fuse", "claim", "claim{decompose=all}",
-                         "claim{decompose=layer_norm+gelu+softmax}", "claim{executors=torch}", "remat",
-                         "remat{recompute=all}", "remat{recompute=views}", "fuse{max_size=2}"])
+# every pass a pipeline can name; a pass added to the registry must be drawn here too (checked below)
+PASSES = ("dce", "cse", "autodiff", "claim", "fuse", "remat", "ddp", "del")
+# symbols the programs above call, so that decompose=... often hits something, and a few they do not
+DECOMPOSABLE = ("layer_norm", "gelu", "softmax", "matmul", "relu", "tanh", "mean", "cumsum", "exp", "sum", "linear")
+
+
+@st.composite
+def options(draw, name):
+    opts = []
+    if name == "claim":
+        executors = draw(st.lists(st.sampled_from(sorted(EXECUTORS)), unique=True, max_size=3))
+        if executors:
+            opts.append(f"executors={'+'.join(executors)}")
+        decompose = draw(st.one_of(st.just(()), st.just(("all",)),
+                                   st.lists(st.sampled_from(DECOMPOSABLE), min_size=1, max_size=3, unique=True)))
+        if decompose:
+            opts.append(f"decompose={'+'.join(decompose)}")
+    elif name == "fuse":
+        size = draw(st.one_of(st.none(), st.integers(min_value=1, max_value=4), st.just(1024)))
+        if size is not None:
+            opts.append(f"max_size={size}")
+    elif name == "ddp":  # one process: world=1 (nothing to average), or none (refused: no process group)
+        world = draw(st.one_of(st.none(), st.just(1)))
+        if world is not None:
+            opts.append(f"world={world}")
+        if draw(st.booleans()):
+            opts.append(f"bucket_mb={draw(st.sampled_from([0.0001, 1, 25]))}")
+    elif name == "remat":
+        policy = draw(st.one_of(st.none(), st.sampled_from(POLICIES)))
+        if policy is not None:
+            opts.append(f"recompute={policy}")
+    opts = draw(st.permutations(opts))
+    return name + ("{" + ",".join(opts) + "}" if opts else "")
 
 
 @st.composite
 def pipelines(draw):
-    specs = draw(st.lists(SPECS, min_size=1, max_size=9))
+    names = draw(st.lists(st.sampled_from(PASSES), min_size=1, max_size=7))
+    specs = []
+    for name in names:
+        specs.append(draw(options(name)))
+        if draw(st.booleans()):  # the same pass again at once, with options of its own
+            specs.append(draw(options(name)))
     off = draw(st.lists(st.booleans(), min_size=len(specs), max_size=len(specs)))
     return ",".join(("-" if o else "") + s for s, o in zip(specs, off))
+
+
+def test_the_fuzz_draws_every_registered_pass():
+    assert set(PASSES) == {n for n in REGISTRY if not n.startswith("test-")}
 
 
 def _clone(args):
@@ -70,15 +122,38 @@ def _clone(args):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(name=st.sampled_from(sorted(PROGRAMS)), grad=st.booleans(), pipeline=pipelines())
 def test_every_pipeline_that_parses_gives_eagers_answers(name, grad, pipeline):
-    fn, make = PROGRAMS[name]
+    STATS["cases"] += 1
     try:
-        thunderlab.Pipeline.parse(pipeline)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PipelineWarning)  # a repeat that changes nothing is warned, and legal
+            parsed = thunderlab.Pipeline.parse(pipeline)
     except PipelineError as e:
-        STATS["refused"] += 1
-        assert any(p in str(e) for p in ("pass", "pipeline")), str(e)
+        STATS["refused_by_name"] += 1
+        assert any(f"'{p}'" in str(e) or str(e).startswith(f"{p}:") for p in PASSES), str(e)
         return
-    STATS["pipelines"] += 1
-    STATS["programs"] += 1
+    enabled = [s.name for s in parsed.enabled()]
+    STATS["repeated"] += len(set(enabled)) < len(enabled)
+    try:
+        _check(name, grad, pipeline)
+    except CompileError as e:
+        # a deliberate refusal while compiling (e.g. claim{executors=inductor} and an op inductor declines)
+        if not any(f"raised {kind.__name__} " in str(e) for kind in (ClaimError, PipelineError)):
+            STATS["raw_errors"] += 1
+            raise
+        STATS["refused_by_name"] += 1
+        STATS["of_them_while_compiling"] += 1
+        return
+    except AssertionError:
+        STATS["wrong"] += 1
+        raise
+    except Exception:
+        STATS["raw_errors"] += 1
+        raise
+    STATS["equal_to_eager"] += 1
+
+
+def _check(name, grad, pipeline):
+    fn, make = PROGRAMS[name]
     torch._dynamo.reset()
     args = make(grad)
     ref_args, got_args = _clone(args), _clone(args)

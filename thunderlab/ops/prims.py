@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import math
+import re
 from numbers import Number
 
 import torch
@@ -81,6 +82,19 @@ def torch_meta(fn, name: str, on_draw=None, on_write=None):
         try:
             with keep, probe or contextlib.nullcontext():
                 out = fn(*margs, **mkwargs)
+        except NotImplementedError as e:
+            kernel = _no_meta_kernel(e)
+            if kernel is None:
+                raise TraceError(f"{name}: {e}") from None
+            # torch's own text points at custom-op registration, which is not what a caller of torch.geqrf can do;
+            # guessing the shapes by running the op on real inputs is no answer either (shapes may follow values)
+            own = kernel.split("::")[-1].split(".")[0] == name.rsplit(".", 1)[-1]
+            raise TraceError(
+                f"{name} has no meta kernel in PyTorch {torch.__version__} ({kernel}"
+                f"{'' if own else ', which it calls,'} cannot run on meta tensors), "
+                f"so thunderlab cannot tell what it returns without running it; call {name} outside the compiled "
+                f"function and pass its result in"
+            ) from None
         except Exception as e:  # the message of torch's own check is the useful part
             raise TraceError(f"{name}: {e}") from None
         if on_draw is not None and probe.drew:
@@ -91,6 +105,16 @@ def torch_meta(fn, name: str, on_draw=None, on_write=None):
         return tree_map(lambda t: new_proxy(t.shape, t.dtype, device, ins) if isinstance(t, torch.Tensor) else t, out)
 
     return meta
+
+
+_NO_META = re.compile(r"([\w.]+::[\w.]+): attempted to run this operator with Meta tensors"
+                      r"|Could not run '([\w.]+::[\w.]+)' with arguments from the 'Meta' backend")
+
+
+def _no_meta_kernel(e: NotImplementedError) -> str | None:
+    """The aten operator ``e`` says has no meta (or fake) kernel, or None for any other NotImplementedError."""
+    m = _NO_META.search(str(e))
+    return (m.group(1) or m.group(2)) if m else None
 
 
 class _EffectProbe(TorchDispatchMode):

@@ -28,6 +28,12 @@ def _claim(b: BoundSymbol, executors, decompose) -> list[BoundSymbol]:
     if b.sym.bookkeeping:
         return [b]
     forced = bool(b.subsymbols) and ("all" in decompose or b.sym.name in decompose)
+    if b.sym.is_region and not forced:
+        # a region from an earlier fuse stays with the executor that fused it if that one is still
+        # given; otherwise its members are claimed afresh (claim{executors=torch} means torch runs them)
+        if any(ex.name == b.executor and ex.available()[0] for ex in executors):
+            return [b]
+        return claim_symbols(b.subsymbols, executors, decompose)
     declined: list[tuple[str, str]] = []
     if not forced:
         for ex in executors:

@@ -75,6 +75,8 @@ class DDP(Pass):
         if any(b.sym.communicates for b in bw.bound_symbols):
             return program  # its gradients are averaged already: a second ddp has nothing to do
         world = world_size(self.world, "ddp")
+        if world == 1:
+            return program  # one process: every gradient is its own average
         inputs = program.forward.tensor_inputs()
         outs = list(bw.output)
         params = {i for i, p in enumerate(inputs) if p.parameter and i < len(outs) and outs[i] is not None}

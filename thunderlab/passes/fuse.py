@@ -68,7 +68,10 @@ def _plan(trace: Trace, max_size: int):
             producer[o.name] = i
         ex = EXECUTORS.get(b.executor or "torch")
         g = None
-        if b.sym.communicates:
+        if b.sym.is_region:
+            # a region from an earlier fuse is one unit its executor owns: a second fuse leaves it whole
+            why[b.id] = f"already region {b.sym.name}, run by {b.executor}"
+        elif b.sym.communicates:
             open_groups.clear()  # collectives keep their place and order: no region spans one
             why[b.id] = "communicates with other processes (torch.distributed), so it stays in place"
         elif b.sym.side_effect:
