@@ -81,56 +81,6 @@ export function alignLines(a: string[], b: string[]): Aligned[] {
   return rows;
 }
 
-export interface Position { x: number; y: number; layer: number }
-export interface Layout { positions: Map<string, Position>; width: number; height: number }
-export const NODE_W = 150, NODE_H = 26, GAP_X = 24, GAP_Y = 46, PAD = 16;
-
-/** Layers by longest path from the inputs (sources); nodes on a cycle, if any, go after their last placed predecessor. */
-export function layoutGraph(graph: Graph): Layout {
-  const ids = graph.nodes.map((n) => n.id);
-  const known = new Set(ids);
-  const preds = new Map<string, string[]>(ids.map((id) => [id, []]));
-  const succs = new Map<string, string[]>(ids.map((id) => [id, []]));
-  for (const e of graph.edges) {
-    if (!known.has(e.src) || !known.has(e.dst) || e.src === e.dst) continue;
-    preds.get(e.dst)!.push(e.src);
-    succs.get(e.src)!.push(e.dst);
-  }
-  // Kahn's order; leftovers (cycles) appended in input order.
-  const indeg = new Map(ids.map((id) => [id, preds.get(id)!.length]));
-  const queue = ids.filter((id) => indeg.get(id) === 0);
-  const order: string[] = [];
-  for (let i = 0; i < queue.length; i++) {
-    const id = queue[i];
-    order.push(id);
-    for (const s of succs.get(id)!) {
-      indeg.set(s, indeg.get(s)! - 1);
-      if (indeg.get(s) === 0) queue.push(s);
-    }
-  }
-  const placed = new Set(order);
-  for (const id of ids) if (!placed.has(id)) order.push(id);
-  const layer = new Map<string, number>();
-  for (const id of order) {
-    let l = 0;
-    for (const p of preds.get(id)!) if (layer.has(p)) l = Math.max(l, layer.get(p)! + 1);
-    layer.set(id, l);
-  }
-  const rows: string[][] = [];
-  for (const id of order) (rows[layer.get(id)!] ??= []).push(id);
-  const positions = new Map<string, Position>();
-  let widest = 0;
-  rows.forEach((row, l) => {
-    widest = Math.max(widest, row.length);
-    row.forEach((id, i) => positions.set(id, { x: PAD + i * (NODE_W + GAP_X), y: PAD + l * (NODE_H + GAP_Y), layer: l }));
-  });
-  return {
-    positions,
-    width: PAD * 2 + Math.max(0, widest * (NODE_W + GAP_X) - GAP_X),
-    height: PAD * 2 + Math.max(0, rows.length * (NODE_H + GAP_Y) - GAP_Y),
-  };
-}
-
 /** How the graph view groups nodes: by fusion region, or by module scope cut at a depth. */
 export type Grouping = { by: "regions" } | { by: "modules"; depth: number } | { by: "none" };
 

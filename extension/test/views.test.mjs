@@ -1,35 +1,10 @@
 // Tests the pure helpers of src/views.ts (node has no DOM). `npm test` builds build-test/views.mjs first.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { layoutGraph, classifyDiffLine, passName, pipelinePasses } from "../build-test/views.mjs";
+import { classifyDiffLine, passName, pipelinePasses } from "../build-test/views.mjs";
 
 const node = (id, kind = "call", group = null) => ({ id, label: id, kind, executor: kind === "call" ? "torch" : null, source: null, group });
 const edge = (src, dst) => ({ src, dst, value: `${src}_out`, type: "f32[4]" });
-
-test("layoutGraph places every edge's src on an earlier layer than its dst", () => {
-  // a -> b -> d, a -> c -> d, a -> d, x -> c ; nodes listed out of order on purpose
-  const graph = {
-    nodes: [node("d", "output"), node("c"), node("b", "call", "fusion0"), node("a", "input"), node("x", "input")],
-    edges: [edge("a", "b"), edge("b", "d"), edge("a", "c"), edge("c", "d"), edge("a", "d"), edge("x", "c")],
-  };
-  const { positions, width, height } = layoutGraph(graph);
-  assert.equal(positions.size, 5);
-  for (const e of graph.edges) {
-    assert.ok(positions.get(e.src).layer < positions.get(e.dst).layer, `${e.src} before ${e.dst}`);
-  }
-  assert.equal(positions.get("a").layer, 0);
-  assert.equal(positions.get("x").layer, 0);
-  assert.equal(positions.get("d").layer, 2, "longest path a->b->d");
-  const seen = new Set([...positions.values()].map((p) => `${p.x},${p.y}`));
-  assert.equal(seen.size, 5, "no two nodes overlap");
-  for (const p of positions.values()) assert.ok(p.x >= 0 && p.y >= 0 && p.x < width && p.y < height);
-});
-
-test("layoutGraph tolerates empty graphs, dangling edges and cycles", () => {
-  assert.equal(layoutGraph({ nodes: [], edges: [] }).positions.size, 0);
-  const l = layoutGraph({ nodes: [node("a"), node("b")], edges: [edge("a", "zz"), edge("a", "b"), edge("b", "a")] });
-  assert.equal(l.positions.size, 2);
-});
 
 test("classifyDiffLine", () => {
   assert.equal(classifyDiffLine("--- a/forward"), "meta");

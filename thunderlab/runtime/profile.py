@@ -45,12 +45,6 @@ def profile_records(fn, *args, **kwargs) -> tuple[object, dict[int | None, dict[
                     for uid, regions in table.items()}
 
 
-def profile_call(fn, *args, **kwargs) -> tuple[object, dict[str, list[dict]]]:
-    """Run ``fn(*args, **kwargs)`` under the torch profiler; (result, {region: kernels}) over every record it ran."""
-    result, by_record = profile_records(fn, *args, **kwargs)
-    return result, merged_kernels(by_record)
-
-
 def merged_kernels(by_record: dict) -> dict[str, list[dict]]:
     """One {region: kernels} table from ``profile_records``' per-record tables (same-named kernels summed)."""
     merged: dict[str, dict[str, dict]] = {}
