@@ -255,12 +255,15 @@ class CompiledGraph:
 
 def let_go(record: CompileRecord) -> None:
     """Release what a record holds only to run or check its function: the compiled program, its regions' kernels,
-    the captured graph (eager), the inputs and eager's outputs on them. Its steps stay, to read and re-run.
+    the captured graph (eager) and eager's outputs (with copies of the inputs); inputs held strongly are held
+    weakly from now on. Its steps stay, to read, re-run, bisect and time (on inputs still alive).
 
     For the records of a function that was dropped: held strongly (``verify=True``, ``keep_inputs=True``), the
     inputs include the model's parameters, which must not outlive the model in the process's list of records.
     """
-    record.runner = record.eager = record.reference = record.held_inputs = None
+    record.runner = record.eager = record.reference = None
+    if record.held_inputs is not None:
+        record.held_inputs = record.held_inputs.weakly()
     for region in record.regions.values():
         region.release()
 
