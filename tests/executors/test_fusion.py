@@ -300,3 +300,30 @@ def test_inductor_kernels_are_shared_while_used_then_let_go(limits):
     thunderlab.clear_records()
     assert compiled_graphs() < graphs
     assert kernel() is None and key not in inductor._compiled
+
+
+def test_a_dropped_functions_records_keep_their_regions_summary_not_their_kernels(limits):
+    """The process's list keeps a dropped function's newest records to read: a region's summary (which version ran,
+    its kernel's source) stays, the compiled kernel goes with the function."""
+    import gc
+    import weakref
+
+    thunderlab.set_limits(kernels=0)
+
+    def f(x):
+        return torch.cos(x) * 5 - 2
+
+    x = torch.randn(8)
+    j = thunderlab.jit(f, pipeline=INDUCTOR, tiered=False)
+    with torch.no_grad():
+        torch.testing.assert_close(j(x), f(x))
+    record = thunderlab.last_record(j)
+    (region,) = record.regions.values()
+    assert region.version == "inductor"
+    kernel = weakref.ref(region.fn)
+    del j
+    gc.collect()
+    assert kernel() is None
+    assert record in thunderlab.records()
+    summary = record.timings()[region.name]
+    assert summary["running"] == "inductor" and region.source and record.wait(0)

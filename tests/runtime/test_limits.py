@@ -157,3 +157,36 @@ def test_dynamos_wrapper_of_a_graph_keeps_nothing_of_a_dropped_function():
     gc.collect()
     assert [name for name, r in refs.items() if r() is not None] == []
     assert wrapper.__wrapped__.records == [] and wrapper.__wrapped__.cache == {}
+
+
+@pytest.mark.parametrize("options", [{}, {"verify": True}, {"keep_inputs": True}])
+def test_the_records_of_a_dropped_function_keep_no_parameters_inputs_or_compiled_code(options):
+    """The process's list keeps the newest records after their function is gone, as data to read: with ``verify``
+    or ``keep_inputs`` a record holds its inputs strongly (the model's parameters among them), and every record
+    holds its compiled program and the captured graph; none of these may outlive the function."""
+    import gc
+    import weakref
+
+    ns = {"torch": torch}
+    exec("class Cell4(torch.nn.Module):\n"
+         "    def __init__(self):\n"
+         "        super().__init__()\n"
+         "        self.w = torch.nn.Parameter(torch.randn(64, 64))\n"
+         "    def forward(self, x):\n"
+         "        return (x @ self.w).relu() + 4\n", ns)
+    model = ns.pop("Cell4")()
+    j = thunderlab.jit(model, **options)
+    x = torch.randn(2, 64)
+    expected = model(x)
+    torch.testing.assert_close(j(x), expected)
+    record = thunderlab.last_record(j)
+    table = record.table()
+    refs = {"parameter": weakref.ref(model.w), "input": weakref.ref(x), "compiled program": weakref.ref(record.runner),
+            "captured graph module": weakref.ref(record.eager.__self__)}
+    if options.get("verify"):
+        refs["eager's output"] = weakref.ref(torch.utils._pytree.tree_leaves(record.reference.outputs)[0])
+    del j, model, x, expected
+    gc.collect()
+    assert [name for name, r in refs.items() if r() is not None] == []
+    # the record itself stays in the process's list: its steps can still be read
+    assert record in thunderlab.records() and record.table() == table and record.example_inputs is None

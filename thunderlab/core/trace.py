@@ -34,6 +34,9 @@ class Trace:
     # facts passes hand on (e.g. which outputs backward differentiates)
     meta: dict = field(default_factory=dict, repr=False)
     _names: set = field(default_factory=set, repr=False)
+    # derive() shares the namespace until either trace adds a name: a record keeps every step's trace, and most
+    # passes add none, so copying it at once would cost a set per trace per step
+    _names_shared: bool = field(default=False, repr=False)
     _counter: int = field(default=0, repr=False)
     _scopes: list = field(default_factory=list, repr=False)
     _source: SourceInfo | None = field(default=None, repr=False)
@@ -48,7 +51,7 @@ class Trace:
         while name in self._names:
             n += 1
             name = f"{base}_{n}"
-        self._names.add(name)
+        self._own_names().add(name)
         return name
 
     def fresh_name(self, prefix: str = "t") -> str:
@@ -56,7 +59,7 @@ class Trace:
             name = f"{prefix}{self._counter}"
             self._counter += 1
             if name not in self._names:
-                self._names.add(name)
+                self._own_names().add(name)
                 return name
 
     def proxy(
@@ -66,15 +69,23 @@ class Trace:
         return TensorProxy(name, tuple(int(s) for s in shape), dtype, torch.device(device),
                            bool(requires_grad) and self.grad_enabled)
 
+    def _own_names(self) -> set:
+        """This trace's namespace, copied first if it is still shared with the trace it was derived from."""
+        if self._names_shared:
+            self._names, self._names_shared = set(self._names), False
+        return self._names
+
     def derive(self, **changes) -> Trace:
-        """A new trace with this one's namespace copied (never shared) and fields replaced."""
+        """A new trace with this one's namespace (copied when either adds a name) and fields replaced."""
+        self._names_shared = True
         t = Trace(
             name=self.name,
             inputs=list(self.inputs),
             bound_symbols=list(self.bound_symbols),
             output=self.output,
             meta=dict(self.meta),
-            _names=set(self._names),
+            _names=self._names,
+            _names_shared=True,
             _counter=self._counter,
         )
         for k, v in changes.items():

@@ -88,16 +88,21 @@ class RegionRunner:
         if after:
             time.sleep(after)  # lets the calling thread return before the compile takes the interpreter lock
         t0 = time.perf_counter()
+        compile_ = self._compile
+        if compile_ is None:  # released while it waited in the queue
+            self.ready.set()
+            return
         try:
             # on the worker, the draws the other threads make meanwhile must stand (see generators.py)
             with leaving_generators_alone() if on_worker else contextlib.nullcontext():
-                fn, source = self._compile(args)
+                fn, source = compile_(args)
         except Exception as e:  # the region keeps running with torch, and says why
             self.error = f"{type(e).__name__}: {e}"
             self.history.append((time.time(), "torch (compile failed)"))
         else:
             self.source = source
-            self.fn, self.version = fn, self.executor
+            # released while compiling: the kernel is not kept
+            self.fn, self.version = (fn if self._compile is not None else None), self.executor
             self.history.append((time.time(), self.executor))
         finally:
             self.compile_seconds = time.perf_counter() - t0
@@ -122,6 +127,13 @@ class RegionRunner:
             else:
                 self._start(args)
         return self._run(args)
+
+    def release(self) -> None:
+        """Let go of the kernel, its compiler and any inputs kept for compiling it (no program runs this region
+        any more); what ran, when and how fast stays for ``summary``."""
+        self._compile = self.fn = self._pending = None
+        self._started = True  # no compile starts from now on
+        self.ready.set()  # and ``wait`` does not wait for one
 
     def _start_pending(self) -> None:
         if not self._started and self._pending is not None:

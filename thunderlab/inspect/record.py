@@ -125,6 +125,10 @@ class HeldInputs:
     def alive(self) -> bool:
         return self.get() is not None
 
+    def weakly(self) -> HeldInputs:
+        """The same inputs, their tensors held weakly."""
+        return self if not self.strong else HeldInputs(self._refs)
+
 
 @dataclass
 class CompileRecord:

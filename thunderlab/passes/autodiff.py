@@ -189,8 +189,8 @@ def split(trace: Trace) -> Program | None:
             saved.append(v)
     bw.inputs = saved + grad_inputs
     fw = trace.derive(bound_symbols=fwd_bsyms, output=(trace.output, tuple(saved)))
-    fw._names |= bw._names
-    bw._names |= fw._names
+    fw._names = fw._names | bw._names  # new sets: a namespace may be shared with the trace it was derived from
+    bw._names = bw._names | fw._names
     return Program({"forward": fw, "backward": bw}, Training(saved=[p.name for p in saved], grad_of=grad_of))
 
 

@@ -132,7 +132,7 @@ class CompiledGraph:
     # __dict__ into the wrapper, and the copy would keep what ``release`` lets go of for as long as Dynamo
     # keeps the wrapper (in the compiled function's module globals, which can be for good)
     __slots__ = ("capture", "static", "value_inputs", "options", "name", "graph_index", "eager", "cache", "hits",
-                 "misses", "records", "__weakref__")
+                 "misses", "records", "made", "__weakref__")
 
     def __init__(self, capture: Callable, options: Options, name: str = "graph", graph_index: int = 0,
                  eager: Callable | None = None, static: bool = False, value_inputs: tuple[int, ...] = ()):
@@ -149,6 +149,7 @@ class CompiledGraph:
         self.hits = 0
         self.misses = 0
         self.records: list[CompileRecord] = []
+        self.made: set[int] = set()  # the uid of every record this graph made, for ``release``
 
     def __call__(self, *args):
         if self.static:
@@ -178,10 +179,17 @@ class CompiledGraph:
         """Let go of the captured graph, the compiled callables and the records (the function was dropped).
 
         TorchDynamo keeps the callable it was given in the compiled function's module globals for good;
-        what stays there afterwards is this empty object.
+        what stays there afterwards is this empty object. The process's list keeps the newest records
+        as data; each of this graph's records (and their re-runs) lets go of its live part here.
         """
+        made = [r for r in (*self.records, *_RECORDS) if r.uid in self.made]
+        captured = {id(r.captured) for r in made if r.captured is not None}  # alive here, so the ids are unique
+        for r in (*made, *_RECORDS):
+            if r.uid in self.made or id(r.captured) in captured:
+                let_go(r)
         self.cache.clear()
         self.records = []
+        self.made = set()
         self.capture = self.eager = None
 
     def compile(self, args, key) -> _Entry:
@@ -191,6 +199,7 @@ class CompiledGraph:
         record = CompileRecord(self.name, [describe_input(a) for a in args], self.options.pipeline,
                                graph_index=self.graph_index)
         self.records.append(record)
+        self.made.add(record.uid)
         if len(self.records) > 2 * _LIMITS["shapes"]:  # failed compiles have no cache entry to evict with
             self.records.pop(0)
         _RECORDS.append(record)
@@ -242,6 +251,21 @@ class CompiledGraph:
             _, old = self.cache.popitem(last=False)
             self.records = [r for r in self.records if r is not old.record]
         return entry
+
+
+def let_go(record: CompileRecord) -> None:
+    """Release what a record holds only to run or check its function: the compiled program, its regions' kernels,
+    the captured graph (eager) and eager's outputs (with copies of the inputs); inputs held strongly are held
+    weakly from now on. Its steps stay, to read, re-run, bisect and time (on inputs still alive).
+
+    For the records of a function that was dropped: held strongly (``verify=True``, ``keep_inputs=True``), the
+    inputs include the model's parameters, which must not outlive the model in the process's list of records.
+    """
+    record.runner = record.eager = record.reference = None
+    if record.held_inputs is not None:
+        record.held_inputs = record.held_inputs.weakly()
+    for region in record.regions.values():
+        region.release()
 
 
 def _program_callable(record: CompileRecord, final: Program, *, tiered: bool, timing: bool):
