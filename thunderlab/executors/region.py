@@ -59,7 +59,8 @@ class RegionRunner:
 
     def __init__(self, name: str, executor: str, eager: Callable,
                  compile: Callable[[tuple], tuple[Callable, list[str]]],
-                 *, tiered: bool = True, timing: bool = False, device="cpu"):
+                 *, tiered: bool = True, timing: bool = False, device="cpu",
+                 compile_in_background: Callable[[tuple], tuple[Callable, list[str]]] | None = None):
         self.name, self.executor = name, executor
         self.fn = eager
         self.version = "torch"
@@ -67,10 +68,13 @@ class RegionRunner:
         self.error: str | None = None
         self.source: list[str] = []  # the generated kernel code, once compiled
         self.compile_seconds: float | None = None
+        # where the fused version was compiled: "this process", or "worker process" (see compile_process.py)
+        self.compiled_in: str | None = None
         self.timing = timing
         self.times: dict[str, deque] = {}
         self._cuda = torch.device(device).type == "cuda"
         self._compile = compile
+        self._compile_in_background = compile_in_background or compile  # what the compile thread calls
         self._tiered = tiered
         self._started = False
         self._pending: tuple | None = None  # the first call's inputs, until its compile starts
@@ -91,12 +95,13 @@ class RegionRunner:
         try:
             # on the worker, the draws the other threads make meanwhile must stand (see generators.py)
             with leaving_generators_alone() if on_worker else contextlib.nullcontext():
-                fn, source = self._compile(args)
+                fn, source = (self._compile_in_background if on_worker else self._compile)(args)
         except Exception as e:  # the region keeps running with torch, and says why
             self.error = f"{type(e).__name__}: {e}"
             self.history.append((time.time(), "torch (compile failed)"))
         else:
             self.source = source
+            self.compiled_in = getattr(fn, "compiled_in", "this process")
             self.fn, self.version = fn, self.executor
             self.history.append((time.time(), self.executor))
         finally:
