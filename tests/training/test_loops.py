@@ -312,7 +312,7 @@ def test_jitted_module_in_a_training_loop_compiles_once_and_its_regions_switch_t
             assert rec.regions and all(r.version == "inductor" for r in rec.regions.values()), \
                 {n: (r.version, r.error) for n, r in rec.regions.items()}
             # every region was built by the worker process, or says why it had to be built here
-            why = {n: getattr(r.fn, "compiled_here_because", None) for n, r in rec.regions.items()}
+            why = {n: r.compiled_here_because for n, r in rec.regions.items()}
             assert all(r.compiled_in == "worker process" or why[n] for n, r in rec.regions.items()), why
             assert any(r.compiled_in == "worker process" for r in rec.regions.values()), why
     assert len(jm.records) == 1 and jm.cache_info["misses"] == 1, jm.cache_info

@@ -68,8 +68,10 @@ class RegionRunner:
         self.error: str | None = None
         self.source: list[str] = []  # the generated kernel code, once compiled
         self.compile_seconds: float | None = None
-        # where the fused version was compiled: "this process", or "worker process" (see compile_process.py)
+        # where the fused version was compiled: "this process", or "worker process" (see compile_process.py),
+        # and why a background compile could not go to the worker (None when it went, or was never asked)
         self.compiled_in: str | None = None
+        self.compiled_here_because: str | None = None
         self.timing = timing
         self.times: dict[str, deque] = {}
         self._cuda = torch.device(device).type == "cuda"
@@ -102,6 +104,7 @@ class RegionRunner:
         else:
             self.source = source
             self.compiled_in = getattr(fn, "compiled_in", "this process")
+            self.compiled_here_because = getattr(fn, "compiled_here_because", None)
             self.fn, self.version = fn, self.executor
             self.history.append((time.time(), self.executor))
         finally:
