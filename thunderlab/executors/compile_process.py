@@ -229,5 +229,8 @@ def serve() -> None:
             answer = _compile(json.loads(line))
         except Exception as e:
             answer = {"ok": False, "reason": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
-        out.write(json.dumps(answer) + "\n")
-        out.flush()
+        try:
+            out.write(json.dumps(answer) + "\n")
+            out.flush()
+        except BrokenPipeError:  # the process that asked has ended
+            return
