@@ -12,8 +12,9 @@ copied). A region the worker cannot hand back as one plain module (Dynamo split 
 inputs, AOTAutograd adds a wrapper: mutated inputs or aliased outputs, constants on the module)
 comes back with the reason, and is compiled here as before.
 
-The worker starts at the first such compile and ends with this process (it also ends when its
-input closes). Messages are one JSON object a line on its standard input and output.
+The worker starts when the first program with such a region is bound (it imports torch and Inductor
+while the program's first call runs) and ends with this process (it also ends when its input closes).
+Messages are one JSON object a line on its standard input and output.
 """
 from __future__ import annotations
 
@@ -78,17 +79,28 @@ def _resolve(qualname: str):
     return {"ltorch": LTORCH, "prims": PRIMS}.get(mod, {}).get(attr)
 
 
-def _send(msg: dict) -> dict:
-    global _worker, broken
+def start() -> None:
+    """Start the worker now, if it is not running: it imports torch and Inductor (seconds) while this process
+    captures and runs the program whose regions it will compile."""
     with _lock:
+        _ensure()
+
+
+def _ensure() -> None:
+    global _worker, broken
+    if _worker is None and broken is None:
+        try:
+            _worker = _start()
+        except OSError as e:
+            broken = f"the compile worker did not start: {e}"
+
+
+def _send(msg: dict) -> dict:
+    global broken
+    with _lock:
+        _ensure()
         if broken is not None:
             raise Declined(broken)
-        if _worker is None:
-            try:
-                _worker = _start()
-            except OSError as e:
-                broken = f"the compile worker did not start: {e}"
-                raise Declined(broken) from None
         try:
             _worker.stdin.write(json.dumps(msg) + "\n")
             _worker.stdin.flush()
@@ -224,6 +236,9 @@ def serve() -> None:
     """The worker's loop: one request a line in, one answer a line out, until the input closes."""
     out = sys.stdout
     sys.stdout = sys.stderr  # anything a compile prints must not corrupt the answers
+    import torch._inductor.compile_fx  # noqa: F401  (before the first request comes)
+
+    import thunderlab.ops  # noqa: F401
     for line in sys.stdin:
         try:
             answer = _compile(json.loads(line))

@@ -73,6 +73,12 @@ class InductorExecutor(FusionExecutor):
     def compile(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
         return compile_region(_key(region), region, args)
 
+    def bind_region(self, bsym: BoundSymbol, options: dict):
+        if options.get("tiered", True) and fastpaths.enabled() and all(
+                p.device.type == "cpu" for p in bsym.inputs if hasattr(p, "device")):
+            compile_process.start()  # its imports overlap the first call, which runs the region with torch
+        return super().bind_region(bsym, options)
+
     def compile_in_background(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
         """In the worker process where it can (see compile_process.py): a compile here would compete with the
         running program for the interpreter lock."""
