@@ -37,6 +37,15 @@ _worker: subprocess.Popen | None = None
 broken: str | None = None
 
 
+def _forget_after_fork() -> None:
+    """A forked child (a DataLoader worker, say) must not write into its parent's pipe: it starts its own."""
+    global _lock, _worker
+    _lock, _worker = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 class Declined(Exception):
     """The region is compiled in this process instead; the message says why."""
 
