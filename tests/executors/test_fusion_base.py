@@ -109,3 +109,23 @@ def test_inductor_kernel_source_is_the_generated_module_compiled_or_cached(monke
     assert again == [first]
     (out,) = fn(*args)  # a region returns its outputs as a list
     torch.testing.assert_close(out, f(x))
+
+
+def test_background_compiles_go_to_the_worker_process_and_to_a_thread_here_with_fast_paths_off():
+    from thunderlab.core.fastpaths import fast_paths
+
+    def f(x):
+        return (x.sin() * 2).exp()
+
+    for on, where, n in ((True, "worker process", 8), (False, "this process", 9)):  # sizes apart: no shared kernel
+        with fast_paths(on):
+            j = thunderlab.jit(f, pipeline="claim{executors=inductor+torch},fuse,del")
+            x = torch.randn(n)
+            torch.testing.assert_close(j(x), f(x))  # runs with torch while the kernel compiles
+            rec = thunderlab.last_record(j)
+            assert rec.wait(300)
+            r = rec.regions["inductor0"]
+            assert (r.version, r.compiled_in, r.error) == ("inductor", where, None)
+            torch.testing.assert_close(j(x), f(x))  # the kernel
+            y = torch.randn(2 * n)[::2]  # strides it was not compiled for: the region's torch version runs
+            torch.testing.assert_close(j(y), f(y))

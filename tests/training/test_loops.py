@@ -280,3 +280,45 @@ def test_hugging_face_gpt2_with_padding_mask_and_labels_matches_eager():
             losses.append(loss.item())
         assert losses[1] == pytest.approx(losses[0], rel=1e-4, abs=1e-5)
     assert_close_params(ref, model, atol=1e-5, rtol=1e-4)
+
+
+def test_jitted_module_in_a_training_loop_compiles_once_and_its_regions_switch_to_kernels_built_elsewhere():
+    # The tiered start (README, "Fusion, timings and the tiered start"): a region runs with torch while its kernel
+    # compiles in the background, then switches. In a training loop the caller never leaves the interpreter lock
+    # free for long, so a background compile there must not need it: the kernels are built by a worker process
+    # and this one loads them. Optimizer steps between calls (in-place parameter updates, .grad set and cleared,
+    # a changing learning rate) must neither recompile the function nor restart its regions' compiles.
+    data = batches(6, micro=1)
+    eager, compiled = twins()
+    jm = thunderlab.jit(compiled, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del")
+    opt_e = torch.optim.AdamW(eager.parameters(), lr=lr_at(0), weight_decay=0.1)
+    opt_c = torch.optim.AdamW(compiled.parameters(), lr=lr_at(0), weight_decay=0.1)
+
+    def step(model, run, opt, i, x, y):
+        for group in opt.param_groups:
+            group["lr"] = lr_at(i)
+        loss = run(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item()
+
+    for i, [(x, y)] in enumerate(data):
+        torch.manual_seed(100 + i)  # the same dropout draws in both
+        ref = step(eager, eager, opt_e, i, x, y)
+        torch.manual_seed(100 + i)
+        got = step(compiled, jm, opt_c, i, x, y)
+        assert got == pytest.approx(ref, rel=1e-4, abs=1e-5), f"step {i}"
+        if i == 2:  # the compiles run while the loop goes on; wait for them once, mid-loop
+            rec = thunderlab.last_record(jm)
+            assert rec.wait(600), {n: r.error for n, r in rec.regions.items()}
+            assert rec.regions and all(r.version == "inductor" for r in rec.regions.values()), \
+                {n: (r.version, r.error) for n, r in rec.regions.items()}
+            # every region was built by the worker process, or says why it had to be built here
+            why = {n: r.compiled_here_because for n, r in rec.regions.items()}
+            assert all(r.compiled_in == "worker process" or why[n] for n, r in rec.regions.items()), why
+            assert any(r.compiled_in == "worker process" for r in rec.regions.values()), why
+    assert len(jm.records) == 1 and jm.cache_info["misses"] == 1, jm.cache_info
+    assert all(r.version == "inductor" for r in thunderlab.last_record(jm).regions.values())
+    assert_close_params(eager, compiled, atol=1e-5, rtol=1e-4)

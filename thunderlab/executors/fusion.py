@@ -6,7 +6,8 @@ verification runs), find the region's device, refuse to compile a region whose i
 autograd (no autodiff pass ran, so autograd must see every op), and hand all that to a
 ``RegionRunner``, which tiers, times and reports. A subclass supplies two hooks:
 
-* ``compile(region, args)``: the fused callable for this region and the source text to show;
+* ``compile(region, args)``: the fused callable for this region and the source text to show
+  (``compile_in_background``, for a tiered region, may do it elsewhere; by default it is ``compile``);
 * ``describe(bsym)``: what the executor would make of a region, as text, without compiling
   (the ``fuse`` pass puts it in its notes; the views show it).
 """
@@ -44,6 +45,10 @@ class FusionExecutor(Executor):
         """
         raise NotImplementedError(f"{type(self).__name__} must implement compile(region, args)")
 
+    def compile_in_background(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
+        """``compile`` for a tiered region, called on the compile thread while the program keeps running."""
+        return self.compile(region, args)
+
     def describe(self, bsym: BoundSymbol) -> str | None:
         """What this executor would make of the fusion region ``bsym``, as text (None: nothing to show)."""
         return None
@@ -59,5 +64,11 @@ class FusionExecutor(Executor):
                 raise RuntimeError(NEEDS_AUTODIFF)
             return self.compile(region, args)
 
+        def build_in_background(args):
+            if needs_autograd:
+                raise RuntimeError(NEEDS_AUTODIFF)
+            return self.compile_in_background(region, args)
+
         return RegionRunner(bsym.sym.name, self.name, eager, build, tiered=options.get("tiered", True),
-                            timing=options.get("timing", False), device=device)
+                            timing=options.get("timing", False), device=device,
+                            compile_in_background=build_in_background)

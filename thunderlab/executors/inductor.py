@@ -15,6 +15,7 @@ from thunderlab.core.symbols import BoundSymbol, Kind, Symbol, Tag
 from thunderlab.core.trace import Trace
 from thunderlab.ops.rules import draws
 
+from . import compile_process
 from .base import bind, register_executor
 from .fusion import FusionExecutor, torch_region
 
@@ -72,9 +73,18 @@ class InductorExecutor(FusionExecutor):
         return sym.impl
 
     def compile(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
-        key = (region.python(source=False, comments=False, imports=False),
-               tuple((p.shape, p.dtype, p.device) for p in region.tensor_inputs()))
-        return compile_region(key, region, args)
+        return compile_region(_key(region), region, args)
+
+    def bind_region(self, bsym: BoundSymbol, options: dict):
+        if options.get("tiered", True) and fastpaths.enabled() and all(
+                p.device.type == "cpu" for p in bsym.inputs if hasattr(p, "device")):
+            compile_process.start()  # its imports overlap the first call, which runs the region with torch
+        return super().bind_region(bsym, options)
+
+    def compile_in_background(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
+        """In the worker process where it can (see compile_process.py): a compile here would compete with the
+        running program for the interpreter lock."""
+        return compile_region(_key(region), region, args, elsewhere=fastpaths.enabled())
 
     def describe(self, bsym: BoundSymbol) -> str:
         """The region as the torch program Inductor is handed (its kernels exist once it has run)."""
@@ -92,9 +102,16 @@ def recent_limit() -> int:
     return _recent.maxlen
 
 
-def compile_region(key, region, args):
+def _key(region: Trace) -> tuple:
+    return (region.python(source=False, comments=False, imports=False),
+            tuple((p.shape, p.dtype, p.device) for p in region.tensor_inputs()))
+
+
+def compile_region(key, region, args, *, elsewhere: bool = False):
     """(compiled callable, generated kernel source) for a region, memoized by its code and input metadata.
 
+    ``elsewhere``: compiled by the worker process when it can take the region (a fast path: see
+    compile_process.py); the reason it could not is kept as the callable's ``compiled_here_because``.
     Inductor's cache directory is its own (TORCHINDUCTOR_CACHE_DIR when set): thunderlab sets nothing in
     os.environ.
     """
@@ -103,6 +120,14 @@ def compile_region(key, region, args):
         fn = hit[0]() if hit is not None else None
     if fn is not None:
         return fn, hit[1]
+    reason = None
+    if elsewhere:
+        try:
+            loaded, source = compile_process.load(compile_process.request(region, args))
+        except compile_process.Declined as e:
+            reason = str(e)
+        else:
+            return _keep(key, _loaded(region, loaded), source, {}), source
     from torch._inductor.compile_fx import compile_fx
 
     captured: list = []
@@ -123,11 +148,42 @@ def compile_region(key, region, args):
     source = kernel_source(compiled for _, compiled in captured)
     fn = _direct(region, captured, guarded)
     captured.clear()  # TorchDynamo keeps every backend it was given, ``backend`` and this list with it
+    if reason is not None:
+        fn = _noted(fn, reason)
+    return _keep(key, fn, source, traced.__globals__), source
+
+
+def _keep(key, fn, source, globals_):
     with _lock:
         _compiled[key] = (weakref.ref(fn), source)
         _recent.append(fn)
-    weakref.finalize(fn, _forget, key, traced.__globals__)
-    return fn, source
+    weakref.finalize(fn, _forget, key, globals_)
+    return fn
+
+
+def _noted(fn, reason: str):
+    def run(*args):
+        return fn(*args)
+
+    run.compiled_here_because = reason
+    return run
+
+
+def _loaded(region: Trace, call):
+    """The worker's module for ``region``; a call with sizes or strides it was not compiled for runs with torch."""
+    eager = None
+
+    def run(*args):
+        nonlocal eager
+        try:
+            return call(*args)
+        except AssertionError:  # Inductor's module checks sizes and strides itself
+            if eager is None:
+                eager = bind(region)
+            return eager(*args)
+
+    run.compiled_in = "worker process"
+    return run
 
 
 def kernel_source(compiled_graphs) -> list[str]:

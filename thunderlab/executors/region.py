@@ -59,7 +59,8 @@ class RegionRunner:
 
     def __init__(self, name: str, executor: str, eager: Callable,
                  compile: Callable[[tuple], tuple[Callable, list[str]]],
-                 *, tiered: bool = True, timing: bool = False, device="cpu"):
+                 *, tiered: bool = True, timing: bool = False, device="cpu",
+                 compile_in_background: Callable[[tuple], tuple[Callable, list[str]]] | None = None):
         self.name, self.executor = name, executor
         self.fn = eager
         self.version = "torch"
@@ -67,10 +68,15 @@ class RegionRunner:
         self.error: str | None = None
         self.source: list[str] = []  # the generated kernel code, once compiled
         self.compile_seconds: float | None = None
+        # where the fused version was compiled: "this process", or "worker process" (see compile_process.py),
+        # and why a background compile could not go to the worker (None when it went, or was never asked)
+        self.compiled_in: str | None = None
+        self.compiled_here_because: str | None = None
         self.timing = timing
         self.times: dict[str, deque] = {}
         self._cuda = torch.device(device).type == "cuda"
         self._compile = compile
+        self._compile_in_background = compile_in_background or compile  # what the compile thread calls
         self._tiered = tiered
         self._started = False
         self._pending: tuple | None = None  # the first call's inputs, until its compile starts
@@ -95,12 +101,14 @@ class RegionRunner:
         try:
             # on the worker, the draws the other threads make meanwhile must stand (see generators.py)
             with leaving_generators_alone() if on_worker else contextlib.nullcontext():
-                fn, source = compile_(args)
+                fn, source = ((self._compile_in_background or compile_) if on_worker else compile_)(args)
         except Exception as e:  # the region keeps running with torch, and says why
             self.error = f"{type(e).__name__}: {e}"
             self.history.append((time.time(), "torch (compile failed)"))
         else:
             self.source = source
+            self.compiled_in = getattr(fn, "compiled_in", "this process")
+            self.compiled_here_because = getattr(fn, "compiled_here_because", None)
             # released while compiling: the kernel is not kept
             self.fn, self.version = (fn if self._compile is not None else None), self.executor
             self.history.append((time.time(), self.executor))
@@ -131,7 +139,7 @@ class RegionRunner:
     def release(self) -> None:
         """Let go of the kernel, its compiler and any inputs kept for compiling it (no program runs this region
         any more); what ran, when and how fast stays for ``summary``."""
-        self._compile = self.fn = self._pending = None
+        self._compile = self._compile_in_background = self.fn = self._pending = None
         self._started = True  # no compile starts from now on
         self.ready.set()  # and ``wait`` does not wait for one
 

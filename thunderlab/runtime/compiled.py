@@ -12,7 +12,6 @@ import torch
 from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from thunderlab.core.amp import without_autocast
 from thunderlab.core.program import Program
-from thunderlab.core.trace import Trace
 from thunderlab.executors import inductor
 from thunderlab.executors.base import bind
 from thunderlab.executors.region import PENDING, PROFILING, start_pending
@@ -396,5 +395,3 @@ GONE = ("the inputs this record was compiled for are gone (records hold tensors 
          "data or parameters alive); pass the inputs to use, or compile with thunderlab.jit(..., keep_inputs=True)")
 
 
-def final_trace(record: CompileRecord) -> Trace:
-    return record.program.forward

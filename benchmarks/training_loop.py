@@ -1,0 +1,175 @@
+"""A real training loop, whole: eager, thunderlab.jit, torch.compile(backend="thunderlab"), torch.compile().
+
+The loop is nanoGPT's (tests/training/test_loops.py: TinyGPT, AdamW with weight decay, warmup then cosine
+learning rate, gradient clipping at 1.0, dropout 0.1), 45 steps of one batch each, one torch thread. Two cases:
+  * fixed    every batch has the longest sequence length;
+  * varying  three sequence lengths in turn (each compiler sees three shapes).
+Variants, each in a fresh process of its own (so every compile, import and worker start is counted), all sharing
+one TORCHINDUCTOR_CACHE_DIR (--cache-dir; Inductor's on-disk cache, warm after the first run that fills it):
+  * eager            the module itself;
+  * jit              thunderlab.jit(model) (tiered: regions run with torch until their kernels are compiled);
+  * jit_untiered     thunderlab.jit(model, tiered=False): every kernel compiled before the first call runs;
+  * tc_thunderlab    torch.compile(model, backend="thunderlab") (tiered like jit);
+  * tc_inductor      torch.compile(model): Inductor, PyTorch's own backend.
+THUNDERLAB_EXECUTORS is set to inductor+torch for the thunderlab variants (regions go to Inductor).
+
+Reported per case and variant: the whole loop's wall time (45 steps, compiles included, from the first call to
+the last optimizer step), the steady step (median of the last 15 steps), each step's time, the loop thread's CPU
+time per step (time.thread_time: what the step costs itself, less sensitive than wall time to other processes),
+and for thunderlab's variants each region's switch to its kernel in seconds from the loop's start (after the loop
+the run waits for regions still compiling, so a switch later than the loop's end is reported too), where it was
+compiled, and how many records (compiles of the captured graph) the loop made. The machine's load average is
+recorded before and after each run: this machine is shared, and timings taken while other work runs are noisy.
+
+Run:  .venv/bin/python benchmarks/training_loop.py [--steps 45] [--variants ...] [--cases fixed,varying]
+      [--wait 120] [--cache-dir DIR] [--out benchmarks/results/training_loop.json]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VARIANTS = ("eager", "jit", "tc_thunderlab", "jit_untiered", "tc_inductor")
+CASES = {"fixed": (64,), "varying": (32, 48, 64)}
+MODEL = dict(vocab=128, n_embd=64, n_head=4, n_layer=2, block=64, dropout=0.1)
+BATCH = 8
+
+
+def run_one(variant: str, lengths: tuple[int, ...], steps: int, wait: float) -> dict:
+    """One loop in this process (called in a fresh process by ``main``)."""
+    import torch
+
+    torch.set_num_threads(1)
+    sys.path.insert(0, ROOT)
+    import thunderlab
+    from tests.training.test_loops import TinyGPT, lr_at
+
+    torch.manual_seed(0)
+    model = TinyGPT(**MODEL).train()
+    run = {"eager": lambda: model,
+           "jit": lambda: thunderlab.jit(model),
+           "jit_untiered": lambda: thunderlab.jit(model, tiered=False),
+           "tc_thunderlab": lambda: torch.compile(model, backend="thunderlab"),
+           "tc_inductor": lambda: torch.compile(model)}[variant]()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr_at(0, total=steps), weight_decay=0.1, betas=(0.9, 0.95))
+    g = torch.Generator().manual_seed(1)
+    data = []
+    for s in range(steps):
+        t = lengths[s % len(lengths)]
+        data.append((torch.randint(0, MODEL["vocab"], (BATCH, t), generator=g),
+                     torch.randint(0, MODEL["vocab"], (BATCH, t), generator=g)))
+    thunderlab_variant = variant in ("jit", "jit_untiered", "tc_thunderlab")
+    step_s, step_cpu_s, switched_by_step, losses = [], [], [], []
+    start_wall = time.time()
+    start = time.perf_counter()
+    for i, (x, y) in enumerate(data):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        for group in opt.param_groups:
+            group["lr"] = lr_at(i, total=steps)
+        loss = run(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        step_s.append(time.perf_counter() - t0)
+        step_cpu_s.append(time.thread_time() - c0)
+        if thunderlab_variant:
+            regions = [r for rec in thunderlab.records() for r in rec.regions.values()]
+            switched_by_step.append([sum(r.version != "torch" for r in regions), len(regions)])
+    loop_s = time.perf_counter() - start
+    out = {"loop_s": loop_s, "steady_step_s": statistics.median(step_s[-15:]), "first_step_s": step_s[0],
+           "step_s": step_s, "losses": losses,
+           # CPU time of the loop's thread: what the step itself costs, less sensitive to other processes' load
+           "steady_step_cpu_s": statistics.median(step_cpu_s[-15:]), "step_cpu_s": step_cpu_s}
+    if thunderlab_variant:
+        recs = thunderlab.records()
+        at_end = switched_by_step[-1]
+        out.update(records=len(recs), switched_at_end=at_end[0], regions=at_end[1], switched_by_step=switched_by_step)
+        deadline = time.perf_counter() + wait
+        for rec in recs:  # regions still compiling: when they switch, even after the loop (up to --wait seconds)
+            rec.wait(max(0.0, deadline - time.perf_counter()))
+        out["switches"] = [
+            {"record": rec.uid, "region": name, "inputs": rec.inputs[:2],
+             "switch_s": next((round(t - start_wall, 3) for t, v in r.history if v == r.executor), None),
+             "compiled_in": r.compiled_in, "compiled_here_because": getattr(r.fn, "compiled_here_because", None),
+             "compile_seconds": r.compile_seconds, "error": r.error}
+            for rec in recs for name, r in rec.regions.items()]
+        times = [s["switch_s"] for s in out["switches"] if s["switch_s"] is not None]
+        out["last_switch_s"] = max(times) if times else None
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=45)
+    ap.add_argument("--wait", type=float, default=120.0, help="seconds to wait after the loop for regions to switch")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "thunderlab_bench_inductor_cache"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "training_loop.json"))
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # variant:case, run in this process (the parent's child)
+    a = ap.parse_args()
+    if a.one:
+        variant, case = a.one.split(":")
+        print(json.dumps(run_one(variant, CASES[case], a.steps, a.wait)))
+        return
+    import torch
+
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=a.cache_dir, THUNDERLAB_EXECUTORS="inductor+torch",
+               PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    results = {}
+    for case in a.cases.split(","):
+        for variant in a.variants.split(","):
+            load_before = os.getloadavg()
+            t0 = time.perf_counter()
+            proc = subprocess.run([sys.executable, __file__, "--one", f"{variant}:{case}", "--steps", str(a.steps),
+                                   "--wait", str(a.wait)],
+                                  env=env, capture_output=True, text=True, timeout=1800)
+            wall = time.perf_counter() - t0
+            if proc.returncode != 0:
+                lines = proc.stderr.strip().splitlines()
+                r = {"error": lines[-1] if lines else f"exit {proc.returncode}"}
+            else:
+                r = json.loads(proc.stdout.strip().splitlines()[-1])
+            r.update(process_wall_s=wall, load_before=load_before, load_after=os.getloadavg())
+            results.setdefault(case, {})[variant] = r
+            print(f"{case:8s} {variant:14s} " + (
+                f"loop {r['loop_s']:.2f}s steady {r['steady_step_s'] * 1e3:.1f}ms"
+                + (f" switched {r['switched_at_end']}/{r['regions']} at end, last switch {r['last_switch_s']}s,"
+                   f" records {r['records']}" if "regions" in r else "")
+                if "loop_s" in r else r["error"]) + f"  load {load_before[0]:.1f}", flush=True)
+        eager = results[case].get("eager", {})
+        for r in results[case].values():
+            if "loop_s" in r and "loop_s" in eager:
+                r["vs_eager"] = {"loop": r["loop_s"] / eager["loop_s"], "steady_step": r["steady_step_s"] /
+                                 eager["steady_step_s"]}
+    report = {
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "machine": {"torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
+                    "torch_threads": 1,
+                    "shared": "this machine was shared with other engineers' work while this ran: the load averages "
+                              "beside each run say how much; timings are noisy, compare them with care"},
+        "settings": {"steps": a.steps, "model": MODEL, "batch": BATCH,
+                     "cases": {c: CASES[c] for c in a.cases.split(",")}, "wait_after_loop_s": a.wait,
+                     "inductor_cache_dir": a.cache_dir, "executors": "inductor+torch",
+                     "loop": "AdamW(wd 0.1, betas 0.9/0.95), warmup+cosine lr, clip_grad_norm_ 1.0, dropout 0.1"},
+        "results": results,
+    }
+    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    with open(a.out, "w") as f:
+        json.dump(report, f, indent=1)
+    print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()

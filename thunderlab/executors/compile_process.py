@@ -1,0 +1,260 @@
+"""Background region compiles in a process of their own, whose kernels this process loads.
+
+A compile on a thread of this process competes with the caller for the interpreter lock, and a
+training loop never leaves the lock free for long: every torch call releases it and must wait
+(a switch interval, 5 ms) to take it back from a compiling thread. Both then crawl (the loop
+several times slower than eager, the compile twice as slow as alone). So a tiered compile of a
+CPU region is sent to one worker process, which compiles the region's printed program with
+TorchInductor exactly as ``inductor.compile_region`` would and writes Inductor's module and
+kernels into Inductor's cache directory; this process then only loads that module (milliseconds)
+and calls it as Inductor's own wrapper would (its inputs in the graph's order, misaligned ones
+copied). A region the worker cannot hand back as one plain module (Dynamo split it or merged
+inputs, AOTAutograd adds a wrapper: mutated inputs or aliased outputs, constants on the module)
+comes back with the reason, and is compiled here as before.
+
+The worker starts when the first program with such a region is bound (it imports torch and Inductor
+while the program's first call runs) and ends with this process (it also ends when its input closes).
+Messages are one JSON object a line on its standard input and output.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import subprocess
+import sys
+import threading
+from types import SimpleNamespace
+
+import torch
+
+from thunderlab.core.codegen import Printer, default_namespace, python
+from thunderlab.core.trace import Trace
+
+_lock = threading.Lock()
+_worker: subprocess.Popen | None = None
+# why the worker could not be used at all (it failed to start or died); later compiles stay in this process
+broken: str | None = None
+
+
+def _forget_after_fork() -> None:
+    """A forked child (a DataLoader worker, say) must not write into its parent's pipe: it starts its own."""
+    global _lock, _worker
+    _lock, _worker = threading.Lock(), None
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+class Declined(Exception):
+    """The region is compiled in this process instead; the message says why."""
+
+
+def request(region: Trace, args: tuple) -> dict:
+    """Send ``region`` to the worker; its answer: the module Inductor wrote (key, path) and how to call it.
+
+    Raises ``Declined`` when the region must be compiled here (a reason it gives, or the worker is unavailable).
+    """
+    p = Printer()
+    src = python(region, source=False, comments=False, imports=False, printer=p, regions=False)
+    if p.constants:  # values the printed program cannot name: only this process has them
+        raise Declined(f"the region's program uses values it cannot print ({', '.join(sorted(p.constants))})")
+    symbols = {}
+    for b in region.bound_symbols:
+        mod, _, attr = b.sym.qualname.partition(".")
+        if _resolve(b.sym.qualname) is not b.sym:  # a symbol registered at run time: the worker lacks it
+            raise Declined(f"{b.sym.qualname} is not importable from thunderlab.ops")
+        symbols.setdefault(mod, []).append(attr)
+    inputs = []
+    for a in args:
+        if not isinstance(a, torch.Tensor) or a.device.type != "cpu" or a.is_sparse or a.layout != torch.strided:
+            raise Declined("only dense CPU tensor inputs are compiled in the worker process")
+        inputs.append([list(a.shape), list(a.stride()), a.storage_offset(), str(a.dtype).removeprefix("torch.")])
+    msg = {"name": region.name, "source": src, "symbols": {k: sorted(set(v)) for k, v in symbols.items()},
+           "inputs": inputs, "threads": torch.get_num_threads()}
+    answer = _send(msg)
+    if not answer.get("ok"):
+        raise Declined(answer.get("reason", "the worker gave no reason"))
+    return answer
+
+
+def _resolve(qualname: str):
+    """The symbol a printed program's ``ltorch.name`` or ``prims.name`` stands for, from the ops' tables."""
+    import thunderlab.ops  # noqa: F401  (declares every op)
+    from thunderlab.ops.declare import LTORCH
+    from thunderlab.ops.prims import PRIMS
+
+    mod, _, attr = qualname.partition(".")
+    return {"ltorch": LTORCH, "prims": PRIMS}.get(mod, {}).get(attr)
+
+
+def start() -> None:
+    """Start the worker now, if it is not running: it imports torch and Inductor (seconds) while this process
+    captures and runs the program whose regions it will compile."""
+    with _lock:
+        _ensure()
+
+
+def _ensure() -> None:
+    global _worker, broken
+    if _worker is None and broken is None:
+        try:
+            _worker = _start()
+        except OSError as e:
+            broken = f"the compile worker did not start: {e}"
+
+
+def _send(msg: dict) -> dict:
+    global broken
+    with _lock:
+        _ensure()
+        if broken is not None:
+            raise Declined(broken)
+        try:
+            _worker.stdin.write(json.dumps(msg) + "\n")
+            _worker.stdin.flush()
+            line = _worker.stdout.readline()  # waits without the interpreter lock
+        except (OSError, ValueError) as e:
+            line, broken = "", f"the compile worker failed: {e}"
+        if not line:
+            broken = broken or f"the compile worker exited (code {_worker.poll()})"
+            raise Declined(broken)
+        return json.loads(line)
+
+
+def _start() -> subprocess.Popen:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    env["TORCHINDUCTOR_CACHE_DIR"] = cache_dir()  # the worker writes where this process reads
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # no pool of compile processes under the worker
+    # AOTAutograd's cache would hand back a wrapped graph without calling the inner compile that the worker
+    # reads Inductor's module from; Inductor's own cache (the kernels) still serves
+    env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
+    main = "from thunderlab.executors.compile_process import serve; serve()"
+    proc = subprocess.Popen([sys.executable, "-c", main], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, bufsize=1)
+    atexit.register(_stop, proc)
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    try:
+        proc.stdin.close()
+        proc.wait(timeout=5)
+    except Exception:
+        proc.kill()
+
+
+def load(answer: dict):
+    """Inductor's module as the worker wrote it, called as Inductor's wrapper calls it: ``fn(*args) -> outputs``."""
+    from torch._inductor.codecache import PyCodeCache
+    from torch._inductor.utils import align_inputs_from_check_idxs
+    from torch.utils._ordered_set import OrderedSet
+
+    mod = PyCodeCache.load_by_key_path(answer["key"], answer["path"])
+    call = align_inputs_from_check_idxs(mod.call, answer["inputs_to_check"], OrderedSet())
+    order = answer["order"]
+
+    def run(*args):
+        return call([args[i] for i in order])
+
+    with open(answer["path"]) as f:
+        return run, [f.read()]
+
+
+# ---- the worker process ----
+
+def _example(shape, stride, offset, dtype):
+    """An input like the caller's (shape, strides, offset): random floats, zeros otherwise (valid indices)."""
+    dt = getattr(torch, dtype)
+    size = offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(shape) else offset
+    flat = torch.randn(size, dtype=dt) if dt.is_floating_point else torch.zeros(size, dtype=dt)
+    return flat.as_strided(shape, stride, offset)
+
+
+def _compile(msg: dict) -> dict:
+    from torch._functorch.aot_autograd import OutputType
+    from torch._guards import TracingContext
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
+
+    torch.set_num_threads(msg["threads"])  # Inductor's C++ kernels are written for the caller's thread count
+    g = default_namespace()
+    for mod, attrs in msg["symbols"].items():  # each symbol runs its own implementation, as bind(traced=True)
+        g[mod] = SimpleNamespace(**{a: _resolve(f"{mod}.{a}").impl for a in attrs})
+    exec(compile(msg["source"], f"<thunderlab {msg['name']}>", "exec"), g)
+    fn = g[msg["name"]]
+    names = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])
+    args = [_example(*i) for i in msg["inputs"]]
+    captured, why = [], []
+
+    def inner(gm, example_inputs, **kwargs):
+        out = compile_fx_inner(gm, example_inputs, **kwargs)
+        meta = TracingContext.get().fw_metadata
+        if any(i.mutates_data or i.mutates_metadata for i in meta.input_info):
+            why.append("the region writes to an input")
+        # an output that is an input, or a view of one, comes back from Inductor's module as that view (the
+        # values and strides are checked below); a view of an intermediate would need AOTAutograd's regeneration
+        plain = (OutputType.non_alias, OutputType.alias_of_input, OutputType.is_input)
+        if any(o.output_type not in plain for o in meta.output_info) or meta.num_intermediate_bases:
+            why.append("an output of the region is a view of a value made inside it")
+        if getattr(out, "constants", None):
+            why.append("Inductor's module keeps constants")
+        captured.append(out)
+        return out
+
+    def backend(gm, example_inputs):
+        sources = [getattr(getattr(n.meta.get("grapharg"), "source", None), "local_name", None)
+                   for n in gm.graph.find_nodes(op="placeholder")]
+        compiled = compile_fx(gm, example_inputs, inner_compile=inner,
+                              config_patches={"cpp.enable_kernel_profile": True})  # as inductor.compile_region
+        captured.append(sources)
+        return compiled
+
+    guarded = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
+    with torch.no_grad():
+        expected = guarded(*args)
+    if len(captured) != 2:
+        return {"ok": False, "reason": "TorchDynamo captured the region as more than one graph"}
+    graph, sources = captured
+    if why:
+        return {"ok": False, "reason": why[0]}
+    if sorted(sources, key=str) != sorted(names):
+        return {"ok": False, "reason": "TorchDynamo merged or dropped inputs of the region"}
+    path = graph.write_to_disk() if hasattr(graph, "write_to_disk") else None
+    if path is None or not os.path.exists(path):
+        return {"ok": False, "reason": "Inductor wrote no module for the region"}
+    answer = {"ok": True, "key": os.path.basename(path).removesuffix(".py"), "path": path,
+              "order": [names.index(s) for s in sources], "inputs_to_check": list(graph.inputs_to_check)}
+    # the module, called as the caller will call it, gives what the region gives
+    run, _ = load(answer)
+    with torch.no_grad():
+        got = run(*args)
+    expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+    if len(got) != len(expected) or not all(
+            isinstance(a, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype and a.stride() == b.stride()
+            and a.storage_offset() == b.storage_offset() and torch.equal(a.isnan(), b.isnan())
+            and torch.equal(a.nan_to_num(), b.nan_to_num()) for a, b in zip(got, expected)):
+        return {"ok": False, "reason": "Inductor's module returns other values than the region"}
+    return answer
+
+
+def serve() -> None:
+    """The worker's loop: one request a line in, one answer a line out, until the input closes."""
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything a compile prints must not corrupt the answers
+    import torch._inductor.compile_fx  # noqa: F401  (before the first request comes)
+
+    import thunderlab.ops  # noqa: F401
+    for line in sys.stdin:
+        try:
+            answer = _compile(json.loads(line))
+        except Exception as e:
+            answer = {"ok": False, "reason": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+        try:
+            out.write(json.dumps(answer) + "\n")
+            out.flush()
+        except BrokenPipeError:  # the process that asked has ended
+            return
