@@ -22,6 +22,9 @@ from .models import Entry, inputs, pair
 MODES = ("jit", "compile", "train", "shapes")
 RTOL, ATOL = 1e-4, 1e-5  # float32: a different order of summation, not a different result
 GRAD_ATOL = 1e-4
+# a gradient sums many terms: float32 reassociation moves it by a few ulps of its largest terms, so its absolute
+# tolerance grows with the gradient's size (MobileNetV2's stem gradients reach 1e3, where 1e-4 is under one ulp)
+GRAD_SCALE = 1e-6
 
 
 @dataclass
@@ -125,7 +128,7 @@ def _train(entry, model, ref):
             raise Mismatch(f"grad of {name}: {'none' if p.grad is None else 'present'}, eager's is "
                            f"{'none' if q.grad is None else 'present'}")
         if p.grad is not None:
-            close(f"grad of {name}", p.grad, q.grad, atol=GRAD_ATOL)
+            close(f"grad of {name}", p.grad, q.grad, atol=max(GRAD_ATOL, GRAD_SCALE * q.grad.abs().max().item()))
     buffers = dict(ref.named_buffers())
     for name, b in model.named_buffers():
         close(f"buffer {name}", b, buffers[name])

@@ -80,15 +80,25 @@ class RegionRunner:
         self._tiered = tiered
         self._started = False
         self._pending: tuple | None = None  # the first call's inputs, until its compile starts
+        self._box: list | None = None  # the inputs handed to the background compile, until it takes them
         self.ready = threading.Event()
 
     def _start(self, args) -> None:
         """Compile with the first call's inputs: in the background (tiered) or right here."""
         self._started = True
         if self._tiered:
-            background().submit(self._build, args, YIELD_S, True)
+            # handed over in a box the build empties: the pool's work item would otherwise keep the inputs
+            # alive until after ``ready`` is set, and a record that holds them weakly would still see them
+            self._box = [args]  # emptied by ``release`` too: a released region's queued compile keeps nothing
+            background().submit(self._build_boxed, self._box, YIELD_S, True)
         else:
             self._build(args)
+
+    def _build_boxed(self, box: list, after: float, on_worker: bool) -> None:
+        if not box:  # released while it waited in the queue
+            self.ready.set()
+            return
+        self._build(box.pop(), after, on_worker)
 
     def _build(self, args, after: float = 0.0, on_worker: bool = False) -> None:
         if after:
@@ -114,6 +124,7 @@ class RegionRunner:
             self.history.append((time.time(), self.executor))
         finally:
             self.compile_seconds = time.perf_counter() - t0
+            args = None  # noqa: F841  (the inputs are let go before anyone waiting is told the build is done)
             self.ready.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -140,6 +151,8 @@ class RegionRunner:
         """Let go of the kernel, its compiler and any inputs kept for compiling it (no program runs this region
         any more); what ran, when and how fast stays for ``summary``."""
         self._compile = self._compile_in_background = self.fn = self._pending = None
+        if self._box is not None:
+            self._box.clear()  # a compile still queued drops the inputs it was handed
         self._started = True  # no compile starts from now on
         self.ready.set()  # and ``wait`` does not wait for one
 
