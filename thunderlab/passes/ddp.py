@@ -47,7 +47,8 @@ class DDP(Pass):
     """Data parallel: average each parameter's gradient over the processes, in buckets that overlap backward.
 
     Gradients are packed into buckets of about ``bucket_mb`` megabytes in the order backward
-    makes them; each bucket's all-reduce starts right after its last gradient is computed and
+    makes them (the first bucket closes at ``first_bucket_mb``, so communication starts early, as
+    DistributedDataParallel's first bucket does); each bucket's all-reduce starts right after its last gradient is computed and
     is waited on only where the gradients are returned, so communication runs while the rest of
     backward computes. Like PyTorch's DistributedDataParallel, each gradient is divided by the
     number of processes. For example, with one bucket::
@@ -64,13 +65,15 @@ class DDP(Pass):
     name = "ddp"
     requires = ("autodiff",)
     bucket_mb: float = 25.0
+    first_bucket_mb: float = 1.0
     world: int = 0  # the number of processes; 0: torch.distributed's, when the pass runs
 
     def __call__(self, program: Program) -> Program:
         if program.backward is None:
             return program  # no gradients: nothing to synchronise
-        if self.bucket_mb <= 0:
-            raise PipelineError(f"ddp: bucket_mb must be positive, got {self.bucket_mb}")
+        if self.bucket_mb <= 0 or self.first_bucket_mb <= 0:
+            raise PipelineError(f"ddp: bucket_mb and first_bucket_mb must be positive, got {self.bucket_mb} and "
+                                f"{self.first_bucket_mb}")
         bw = program.backward
         if any(b.sym.communicates for b in bw.bound_symbols):
             return program  # its gradients are averaged already: a second ddp has nothing to do
@@ -82,6 +85,7 @@ class DDP(Pass):
         params = {i for i, p in enumerate(inputs) if p.parameter and i < len(outs) and outs[i] is not None}
         wanted = {outs[i].name for i in params}
         cap = self.bucket_mb * 2**20
+        first_cap = min(cap, self.first_bucket_mb * 2**20)
         new = bw.derive(bound_symbols=[])
         open_: dict[tuple, list[TensorProxy]] = {}
         flights: list[tuple[list[TensorProxy], TensorProxy]] = []
@@ -99,7 +103,7 @@ class DDP(Pass):
             seen.add(g.name)
             key = (g.dtype, g.device)
             open_.setdefault(key, []).append(g)
-            if sum(_nbytes(p) for p in open_[key]) >= cap:
+            if sum(_nbytes(p) for p in open_[key]) >= (cap if flights else first_cap):
                 issue(key)
 
         with new.active():
