@@ -50,8 +50,8 @@ class DDP(Pass):
     makes them (the first bucket closes at ``first_bucket_mb``, so communication starts early, as
     DistributedDataParallel's first bucket does); each bucket's all-reduce starts right after its
     last gradient is computed and is waited on only where the gradients are returned, so
-    communication runs while the rest of backward computes. Like PyTorch's DistributedDataParallel, each gradient is divided by the
-    number of processes. For example, with one bucket::
+    communication runs while the rest of backward computes. Like PyTorch's
+    DistributedDataParallel, each gradient is divided by the number of processes. For example, with one bucket::
 
         t8 = ltorch.linear_backward(...)           t8 = ltorch.linear_backward(...)
         ...                                        t20 = ltorch.cat([t8, t9])
