@@ -89,7 +89,7 @@ def _wait(a: torch.Tensor) -> torch.Tensor:
     return a
 
 
-def _check(name: str, a, op: str | None = None, world: int = 1):
+def _check(name: str, op: str | None = None, world: int = 1):
     if op is not None and op not in OPS:
         raise TraceError(f"{name}: reduction {op!r} is not one of {', '.join(OPS)}")
     if not isinstance(world, int) or world < 1:
@@ -98,27 +98,27 @@ def _check(name: str, a, op: str | None = None, world: int = 1):
 
 def _same_meta(name):
     def meta(a, op="sum", world=1):
-        _check(name, a, op, world)
+        _check(name, op, world)
         return new_proxy(a.shape, a.dtype, a.device)
     return meta
 
 
 def _broadcast_meta(a, src=0, world=1):
-    _check("broadcast", a, None, world)
+    _check("broadcast", None, world)
     if not 0 <= src < world:
         raise TraceError(f"broadcast: src {src} is not a rank of a world of {world} processes (0 to {world - 1})")
     return new_proxy(a.shape, a.dtype, a.device)
 
 
 def _all_gather_meta(a, world=1):
-    _check("all_gather", a, None, world)
+    _check("all_gather", None, world)
     if not a.shape:
         raise TraceError("all_gather: gathers along the first dimension, and this tensor has none (a scalar)")
     return new_proxy((a.shape[0] * world, *a.shape[1:]), a.dtype, a.device)
 
 
 def _reduce_scatter_meta(a, op="sum", world=1):
-    _check("reduce_scatter", a, op, world)
+    _check("reduce_scatter", op, world)
     if not a.shape or a.shape[0] % world:
         raise TraceError(f"reduce_scatter: the first dimension ({a.shape[0] if a.shape else 'none'}) must divide "
                          f"evenly among {world} processes; pad it to a multiple of {world}")
