@@ -206,7 +206,8 @@ export const CSS = `
 .thunderlab th{background:var(--jp-layout-color2,#f4f4f6)}
 .thunderlab .tl-step{cursor:pointer}
 .thunderlab .tl-step:hover{background:var(--jp-layout-color2,#f0f6ff)}
-.thunderlab .tl-current{background:var(--jp-brand-color3,#dbeaff) !important;font-weight:600}
+.thunderlab .tl-current{background:var(--jp-brand-color1,#1976d2) !important;color:var(--jp-ui-inverse-font-color1,#fff);font-weight:600}
+.thunderlab .tl-current *{color:inherit !important}
 .thunderlab .tl-ok{color:#0a7a2f}.thunderlab .tl-fail{color:#b00020;font-weight:600}
 .thunderlab .tl-num{text-align:right;font-variant-numeric:tabular-nums}
 .thunderlab .tl-tabs{display:flex;flex-wrap:wrap;gap:2px;margin-top:10px;border-bottom:1px solid var(--jp-border-color1,#ccc)}
