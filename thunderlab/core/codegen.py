@@ -1,10 +1,18 @@
-"""Printing a trace as a deterministic, runnable Python function, and compiling it."""
+"""Printing a trace as a deterministic, runnable Python function, and compiling it.
+
+``python_code`` gives the text with its line map (which line prints which call), so that whatever links
+program lines to calls, graph nodes or source lines reads the map instead of parsing the text back.
+This module knows a trace only by the fields it prints (see ``Printable``): trace.py imports it, not
+the other way round.
+"""
 from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 
@@ -12,8 +20,38 @@ from . import fastpaths
 from .proxies import ScalarInput, TensorProxy
 from .symbols import BoundSymbol, tree_flatten
 
-if TYPE_CHECKING:  # annotations only: trace.py imports this module to print itself
-    from .trace import Trace
+
+class Printable(Protocol):
+    """What printing needs of a trace (``core.trace.Trace`` is one)."""
+
+    name: str
+    inputs: list
+    bound_symbols: list[BoundSymbol]
+    output: Any
+
+
+@dataclass(frozen=True)
+class PrintedCall:
+    """One call's place in a printed program."""
+
+    line: int  # 1-based line of the text its statement starts on
+    bsym: BoundSymbol
+    region: str | None  # the fusion region whose function holds it; None for the trace's own function
+
+
+@dataclass(frozen=True)
+class PythonCode:
+    """A printed trace and its line map: every call (fusion-region members included) in printed order."""
+
+    text: str
+    calls: tuple[PrintedCall, ...]
+
+    def call_at(self, line: int) -> PrintedCall | None:
+        """The call whose statement starts on ``line`` (1-based), or None (a comment, ``def``, ``return``)."""
+        for c in self.calls:
+            if c.line == line:
+                return c
+        return None
 
 HEADER_IMPORTS = "import torch\nfrom thunderlab.ops import prims, ltorch\n"
 _COMMENT_COLUMN = 64
@@ -131,7 +169,43 @@ def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
     return stmt
 
 
-def python(trace: Trace, *, source: bool = True, comments: bool = True, imports: bool = True,
+class _Writer:
+    """Lines of text being printed, counted as they are added, with the line of each call."""
+
+    def __init__(self):
+        self.parts: list[str] = []
+        self.count = 0  # lines so far
+        self.calls: list[PrintedCall] = []
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+        self.count += text.count("\n") + 1
+
+    def call(self, text: str, bsym: BoundSymbol, region: str | None) -> None:
+        self.calls.append(PrintedCall(self.count + 1, bsym, region))
+        self.add(text)
+
+    def code(self) -> PythonCode:
+        return PythonCode("\n".join(self.parts) + "\n", tuple(self.calls))
+
+
+def python_code(trace: Printable, *, source: bool = True, comments: bool = True, imports: bool = True,
+                header: str | None = None, printer: Printer | None = None, regions: bool = True,
+                packed: bool = False) -> PythonCode:
+    """The trace as Python source (see :func:`python`) with the line each call prints on."""
+    p = printer or Printer()
+    w = _Writer()
+    if header:
+        for h in header.splitlines():
+            w.add(f"# {h}")
+    if imports:
+        w.add(HEADER_IMPORTS)
+    _function(w, trace.name, trace.inputs, trace.bound_symbols, trace.output, p, None, source=source,
+              comments=comments, regions=regions, packed=packed)
+    return w.code()
+
+
+def python(trace: Printable, *, source: bool = True, comments: bool = True, imports: bool = True,
            header: str | None = None, printer: Printer | None = None, regions: bool = True,
            packed: bool = False) -> str:
     """The trace as Python source: stable names, one statement per bound symbol.
@@ -141,45 +215,39 @@ def python(trace: Trace, *, source: bool = True, comments: bool = True, imports:
     makes the function take its inputs as one list, which it unpacks and empties: the
     caller then holds no reference, so each input is freed at its ``del``, not at return.
     """
-    p = printer or Printer()
-    lines: list[str] = []
-    if header:
-        lines += [f"# {h}" for h in header.splitlines()]
-    if imports:
-        lines.append(HEADER_IMPORTS)
-    return function(trace.name, trace.inputs, trace.bound_symbols, trace.output, lines, p, source=source,
-                    comments=comments, regions=regions, packed=packed)
+    return python_code(trace, source=source, comments=comments, imports=imports, header=header, printer=printer,
+                       regions=regions, packed=packed).text
 
 
-def function(name: str, inputs, bound_symbols, output, lines: list[str], p: Printer, *, source: bool, comments: bool,
-             regions: bool, packed: bool = False) -> str:
-    """One function's text (after ``lines``), with the fusion regions it calls printed above it."""
+def _function(w: _Writer, name: str, inputs, bound_symbols: Sequence[BoundSymbol], output, p: Printer,
+              region: str | None, *, source: bool, comments: bool, regions: bool, packed: bool = False) -> None:
+    """One function's lines, with the fusion regions it calls printed above it, each followed by a blank line."""
     if regions:
         for b in bound_symbols:
             if b.sym.is_region:
-                lines.append(f"# fusion region {b.sym.name}: {len(b.subsymbols)} calls, run by {b.executor}")
-                lines.append(function(b.sym.name, list(b.args), b.subsymbols, b.output, [], p, source=source,
-                                      comments=comments, regions=True))
+                w.add(f"# fusion region {b.sym.name}: {len(b.subsymbols)} calls, run by {b.executor}")
+                _function(w, b.sym.name, list(b.args), b.subsymbols, b.output, p, b.sym.name, source=source,
+                          comments=comments, regions=True)
+                w.add("")
     params = ", ".join(p.value(i) for i in inputs)
     if packed:
-        lines.append(f"def {name}(_inputs):")
+        w.add(f"def {name}(_inputs):")
         if inputs:
-            lines.append(f"    {params}{',' if len(inputs) == 1 else ''} = _inputs")
-        lines.append("    _inputs.clear()")
+            w.add(f"    {params}{',' if len(inputs) == 1 else ''} = _inputs")
+        w.add("    _inputs.clear()")
     else:
-        lines.append(f"def {name}({params}):")
+        w.add(f"def {name}({params}):")
     if comments:
         for i in inputs:
-            lines.append(f"    # {i.name}: {i.type_string()}")
+            w.add(f"    # {i.name}: {i.type_string()}")
     last_src = None
     for bsym in bound_symbols:
         src = bsym.source
         if source and src is not None and (src.file, src.line) != last_src:
-            lines.append(f"    # {src.short()}   {src.code.strip()}".rstrip())
+            w.add(f"    # {src.short()}   {src.code.strip()}".rstrip())
             last_src = (src.file, src.line)
-        lines.append(_line(p, bsym, comments))
-    lines.append(f"    return {p.value(output)}")
-    return "\n".join(lines) + "\n"
+        w.call(_line(p, bsym, comments), bsym, region)
+    w.add(f"    return {p.value(output)}")
 
 
 # the modules printed programs refer to; thunderlab.ops adds prims and ltorch when imported
@@ -191,7 +259,7 @@ def default_namespace() -> dict:
     return dict(NAMESPACE)
 
 
-def to_callable(trace: Trace, namespace: dict | None = None, *, impls: dict | None = None, packed: bool = False):
+def to_callable(trace: Printable, namespace: dict | None = None, *, impls: dict | None = None, packed: bool = False):
     """Compile the printed trace into a Python function (``packed``: see :func:`python`).
 
     ``namespace`` replaces the default globals; ``impls`` maps a symbol's qualname
