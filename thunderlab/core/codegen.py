@@ -286,6 +286,4 @@ def to_callable(trace: Printable, namespace: dict | None = None, *, impls: dict 
             g[mod] = SimpleNamespace(**attrs)
     code = compile(src, f"<thunderlab {trace.name}>", "exec")
     exec(code, g)
-    fn = g[trace.name]
-    fn.__thunderlab_source__ = src
-    return fn
+    return g[trace.name]
