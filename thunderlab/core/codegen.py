@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
@@ -30,8 +30,7 @@ class Printable(Protocol):
     output: Any
 
 
-@dataclass(frozen=True)
-class PrintedCall:
+class PrintedCall(NamedTuple):  # a tuple: printing makes one per call, each time a trace prints
     """One call's place in a printed program."""
 
     line: int  # 1-based line of the text its statement starts on
@@ -169,40 +168,14 @@ def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
     return stmt
 
 
-class _Writer:
-    """Lines of text being printed, counted as they are added, with the line of each call."""
-
-    def __init__(self):
-        self.parts: list[str] = []
-        self.count = 0  # lines so far
-        self.calls: list[PrintedCall] = []
-
-    def add(self, text: str) -> None:
-        self.parts.append(text)
-        self.count += text.count("\n") + 1
-
-    def call(self, text: str, bsym: BoundSymbol, region: str | None) -> None:
-        self.calls.append(PrintedCall(self.count + 1, bsym, region))
-        self.add(text)
-
-    def code(self) -> PythonCode:
-        return PythonCode("\n".join(self.parts) + "\n", tuple(self.calls))
-
-
 def python_code(trace: Printable, *, source: bool = True, comments: bool = True, imports: bool = True,
                 header: str | None = None, printer: Printer | None = None, regions: bool = True,
                 packed: bool = False) -> PythonCode:
     """The trace as Python source (see :func:`python`) with the line each call prints on."""
-    p = printer or Printer()
-    w = _Writer()
-    if header:
-        for h in header.splitlines():
-            w.add(f"# {h}")
-    if imports:
-        w.add(HEADER_IMPORTS)
-    _function(w, trace.name, trace.inputs, trace.bound_symbols, trace.output, p, None, source=source,
-              comments=comments, regions=regions, packed=packed)
-    return w.code()
+    calls: list[PrintedCall] = []
+    text = _print(trace, calls, source=source, comments=comments, imports=imports, header=header, printer=printer,
+                  regions=regions, packed=packed)
+    return PythonCode(text, tuple(calls))
 
 
 def python(trace: Printable, *, source: bool = True, comments: bool = True, imports: bool = True,
@@ -215,39 +188,60 @@ def python(trace: Printable, *, source: bool = True, comments: bool = True, impo
     makes the function take its inputs as one list, which it unpacks and empties: the
     caller then holds no reference, so each input is freed at its ``del``, not at return.
     """
-    return python_code(trace, source=source, comments=comments, imports=imports, header=header, printer=printer,
-                       regions=regions, packed=packed).text
+    return _print(trace, None, source=source, comments=comments, imports=imports, header=header, printer=printer,
+                  regions=regions, packed=packed)
 
 
-def _function(w: _Writer, name: str, inputs, bound_symbols: Sequence[BoundSymbol], output, p: Printer,
-              region: str | None, *, source: bool, comments: bool, regions: bool, packed: bool = False) -> None:
+def _print(trace: Printable, calls: list[PrintedCall] | None, *, source: bool, comments: bool, imports: bool,
+           header: str | None, printer: Printer | None, regions: bool, packed: bool) -> str:
+    """The text, and into ``calls`` (unless None: the text alone is wanted more often) each call's place."""
+    p = printer or Printer()
+    lines: list[str] = []  # one line each, so that a call's line number is where it is appended
+    if header:
+        lines += [f"# {h}" for h in header.splitlines()]
+    if imports:
+        lines += HEADER_IMPORTS.split("\n")
+    _function(lines, calls, trace.name, trace.inputs, trace.bound_symbols, trace.output, p, None, source=source,
+              comments=comments, regions=regions, packed=packed)
+    return "\n".join(lines) + "\n"
+
+
+def _function(lines: list[str], calls: list[PrintedCall] | None, name: str, inputs,
+              bound_symbols: Sequence[BoundSymbol], output, p: Printer, region: str | None, *, source: bool,
+              comments: bool, regions: bool, packed: bool = False) -> None:
     """One function's lines, with the fusion regions it calls printed above it, each followed by a blank line."""
     if regions:
         for b in bound_symbols:
             if b.sym.is_region:
-                w.add(f"# fusion region {b.sym.name}: {len(b.subsymbols)} calls, run by {b.executor}")
-                _function(w, b.sym.name, list(b.args), b.subsymbols, b.output, p, b.sym.name, source=source,
-                          comments=comments, regions=True)
-                w.add("")
+                lines.append(f"# fusion region {b.sym.name}: {len(b.subsymbols)} calls, run by {b.executor}")
+                _function(lines, calls, b.sym.name, list(b.args), b.subsymbols, b.output, p, b.sym.name,
+                          source=source, comments=comments, regions=True)
+                lines.append("")
     params = ", ".join(p.value(i) for i in inputs)
     if packed:
-        w.add(f"def {name}(_inputs):")
+        lines.append(f"def {name}(_inputs):")
         if inputs:
-            w.add(f"    {params}{',' if len(inputs) == 1 else ''} = _inputs")
-        w.add("    _inputs.clear()")
+            lines.append(f"    {params}{',' if len(inputs) == 1 else ''} = _inputs")
+        lines.append("    _inputs.clear()")
     else:
-        w.add(f"def {name}({params}):")
+        lines.append(f"def {name}({params}):")
     if comments:
         for i in inputs:
-            w.add(f"    # {i.name}: {i.type_string()}")
+            lines.append(f"    # {i.name}: {i.type_string()}")
     last_src = None
     for bsym in bound_symbols:
         src = bsym.source
         if source and src is not None and (src.file, src.line) != last_src:
-            w.add(f"    # {src.short()}   {src.code.strip()}".rstrip())
+            lines.append(f"    # {src.short()}   {src.code.strip()}".rstrip())
             last_src = (src.file, src.line)
-        w.call(_line(p, bsym, comments), bsym, region)
-    w.add(f"    return {p.value(output)}")
+        stmt = _line(p, bsym, comments)
+        if calls is not None:
+            calls.append(PrintedCall(len(lines) + 1, bsym, region))
+        if "\n" in stmt:  # a custom printer's statement over several lines
+            lines += stmt.split("\n")
+        else:
+            lines.append(stmt)
+    lines.append(f"    return {p.value(output)}")
 
 
 # the modules printed programs refer to; thunderlab.ops adds prims and ltorch when imported
