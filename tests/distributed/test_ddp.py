@@ -39,8 +39,8 @@ def _spawn(fn, args, deadline_s: float = DEADLINE_S):
             pytest.fail(f"the distributed job did not finish in {deadline_s} s")
 
 
-def _run(tmp_path, cases):
-    _spawn(workers.worker, (WORLD, _port(), str(tmp_path), cases))
+def _run(tmp_path, cases, deadline_s: float = DEADLINE_S):
+    _spawn(workers.worker, (WORLD, _port(), str(tmp_path), cases), deadline_s)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
     for r, res in enumerate(ranks):
         for case in cases:

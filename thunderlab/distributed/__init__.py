@@ -20,7 +20,7 @@ import torch
 from thunderlab.api import JitFunction, jit, last_record
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, PipelineError
 
-__all__ = ["DataParallel", "ddp"]
+__all__ = ["DataParallel", "FullyShardedDataParallel", "ddp", "fsdp"]
 
 
 def _with_ddp(pipeline: str, bucket_mb: float) -> str:
@@ -107,3 +107,5 @@ def ddp(module: torch.nn.Module, *, bucket_mb: float = 25.0, broadcast_from: int
 
 
 from thunderlab.passes import costs  # noqa: E402, F401  (the communication cost model, as thunderlab.distributed.costs)
+
+from .fsdp import FullyShardedDataParallel, fsdp  # noqa: E402
