@@ -110,6 +110,9 @@ class FullyShardedDataParallel:
             for t in [*module.parameters(), *module.buffers()]:
                 dist.broadcast(t.data, src=broadcast_from)
             for name, p in module.named_parameters():
+                if world == 1:  # one process: the program is not sharded (fsdp leaves it as it is)
+                    self._names.append((name, p, p))
+                    continue
                 size = shard_numel(p.numel(), world)
                 flat = torch.nn.functional.pad(p.detach().reshape(-1), (0, size * world - p.numel()))
                 shard = torch.nn.Parameter(flat[rank * size:(rank + 1) * size].clone(), requires_grad=p.requires_grad)
@@ -117,7 +120,7 @@ class FullyShardedDataParallel:
                 self._names.append((name, p, shard))
                 # the whole parameter keeps its shape, which TorchDynamo captures, but no memory
                 p.data.untyped_storage().resize_(0)
-        added = [f"fsdp{{level={level},bucket_mb={bucket_mb:g}}}", "sink-waits"]
+        added = [f"fsdp{{level={level},bucket_mb={bucket_mb:g}}}", "sink-waits{in_flight=1}"]
         self.options = Options(pipeline=with_passes(pipeline, added, "fsdp"), **options)
         self.backend = _ShardingBackend(self.options, type(module).__name__, shards)
         self._compiled = torch.compile(module, backend=BackendLink(self.backend))
@@ -139,7 +142,7 @@ class FullyShardedDataParallel:
         out = {}
         for name, p, shard in self._names:
             whole = shard.new_empty(shard.numel() * self.world)
-            dist.all_gather_into_tensor(whole, shard.detach().contiguous())
+            dist.all_gather_into_tensor(whole, shard.detach().reshape(-1).contiguous())
             out[name] = whole[:p.numel()].reshape(p.shape)
         return out
 

@@ -161,6 +161,8 @@ class FSDP(Pass):
         if not params:
             return program
         world = world_size(self.world, "fsdp")
+        if world == 1:
+            return program  # one process holds every parameter whole: nothing to shard
         traces = [fw] + ([bw] if bw is not None else [])
         shard_of = {p.name: TensorProxy(_free_name(f"{p.name}_shard", traces), (shard_numel(p.numel(), world),),
                                         p.dtype, p.device, p.requires_grad, parameter=True) for p in params}

@@ -20,33 +20,44 @@ def _kinds(text: str) -> frozenset[str]:
     return names
 
 
-def sink(trace: Trace, kinds: frozenset[str]) -> tuple[Trace, list[dict]]:
-    """``trace`` with each wait on a collective of ``kinds`` just before its first use; what moved, and past what."""
+def sink(trace: Trace, kinds: frozenset[str], in_flight: int = 0) -> tuple[Trace, list[dict]]:
+    """``trace`` with each wait on a collective of ``kinds`` just before its first use (or, with ``in_flight``,
+    before the collective that would put more than that many in flight); what moved, and past how many calls."""
     calls = list(trace.bound_symbols)
     producer = {o.name: b for b in calls for o in b.outputs}
-    moving, stay = [], []
-    for b in calls:
-        started = producer.get(b.args[0].name) if b.sym.name == "wait" and b.args else None
-        (moving if started is not None and started.sym.name in kinds else stay).append(b)
-    pending = {b.outputs[0].name: b for b in moving}
-    out, moved = [], []
+    moving = {id(b) for b in calls
+              if b.sym.name == "wait" and b.args and getattr(producer.get(b.args[0].name), "sym", None) is not None
+              and producer[b.args[0].name].sym.name in kinds}
+    waiter = {b.args[0].name: b for b in calls if id(b) in moving}  # collective's result -> its wait
     position = {id(b): i for i, b in enumerate(calls)}
-    for b in stay:
+    out, moved = [], []
+    pending: dict[str, object] = {}  # waits whose collective is issued, by the name of what they give, oldest first
+
+    def place(name, at):
+        w = pending.pop(name)
+        out.append(w)
+        moved.append((w, at))
+
+    for b in calls:
+        if id(b) in moving:
+            continue
         for x in b.inputs:
-            w = pending.pop(x.name, None)
-            if w is not None:
-                out.append(w)
-                moved.append((w, position[id(b)]))
+            if x.name in pending:
+                place(x.name, position[id(b)])
+        if b.sym.communicates and in_flight:  # this collective may start only once fewer are in flight
+            while len(pending) >= in_flight:
+                place(next(iter(pending)), position[id(b)])
         out.append(b)
-    tail = list(pending.values())  # waited on by nothing: they stay waited before the program returns
-    out.extend(tail)
-    moved.extend((w, len(calls)) for w in tail)
+        for o in b.outputs:
+            if o.name in waiter:
+                pending[waiter[o.name].outputs[0].name] = waiter[o.name]
+    for name in list(pending):  # waited on by nothing: still waited before the program returns
+        place(name, len(calls))
     report = []
     for w, to in moved:
-        start = position[id(w)]
-        past = [c for c in calls[start + 1:to] if not c.sym.communicates and not c.sym.bookkeeping]
-        report.append({"waits_for": producer[w.args[0].name].sym.name, "bytes": w.outputs[0].numel()
-                       * w.outputs[0].dtype.itemsize, "calls_overlapped": len(past)})
+        past = [c for c in calls[position[id(w)] + 1:to] if not c.sym.communicates and not c.sym.bookkeeping]
+        report.append({"waits_for": producer[w.args[0].name].sym.name,
+                       "bytes": w.outputs[0].numel() * w.outputs[0].dtype.itemsize, "calls_overlapped": len(past)})
     return trace.derive(bound_symbols=out), report
 
 
@@ -57,23 +68,29 @@ class SinkWaits(Pass):
 
     ``ddp`` and ``fsdp`` issue each collective where its data is ready and wait at once; this pass
     moves every wait (of the collectives named in ``kinds``, '+'-separated, or ``all``) past the
-    calls that do not need its result, so the exchange runs while they compute. Collectives
-    themselves never move: every process issues them in the same order.
+    calls that do not need its result, so the exchange runs while they compute. ``in_flight=N``
+    keeps at most N collectives in flight: a wait stops before the collective that would be one
+    too many, so the buffers of a finished exchange are freed early (as FSDP2 waits for one
+    reduce-scatter before the next). Collectives themselves never move: every process issues
+    them in the same order.
     """
 
     name = "sink-waits"
     kinds: str = "all"
+    in_flight: int = 0  # at most this many collectives in flight at once (0: no limit)
 
     def __post_init__(self):
         _kinds(self.kinds)
+        if not isinstance(self.in_flight, int) or self.in_flight < 0:
+            raise PipelineError(f"sink-waits: in_flight must be a whole number (0: no limit), got {self.in_flight!r}")
 
     def __call__(self, program: Program) -> Program:
         kinds = _kinds(self.kinds)
-        return program.map(lambda t: sink(t, kinds)[0])
+        return program.map(lambda t: sink(t, kinds, self.in_flight)[0])
 
     def describe(self, before: Program, after: Program) -> dict:
         kinds = _kinds(self.kinds)
-        waits = {name: sink(t, kinds)[1] for name, t in before.traces.items()}
+        waits = {name: sink(t, kinds, self.in_flight)[1] for name, t in before.traces.items()}
         n = sum(len(v) for v in waits.values())
         overlapped = sum(w["calls_overlapped"] for v in waits.values() for w in v)
         return {"waits": waits, "summary": f"{n} wait(s) moved; together they now let {overlapped} call(s) run "
