@@ -27,6 +27,8 @@ def test_fsdp_trains_like_one_process_on_the_joined_batch(tmp_path):
             # each process holds half of every parameter (rounded up), and the module's whole parameters no memory
             assert got["numel"] <= WORLD * got["shard_numel"] < got["numel"] + WORLD * 8
             assert got["unsharded_storage"] == 0
+            if got["no_grad_max_abs"] is not None:  # called under no_grad: a forward-only program, gathering too
+                assert got["no_grad_max_abs"] <= tol, f"rank {r}, {case} under no_grad"
             level = int(case.split(":")[1][4])
             notes = got["notes"]
             assert notes["level"] == level and notes["world"] == WORLD

@@ -105,16 +105,21 @@ def run_fsdp_case(name: str, level: int, rank: int, world: int, bucket_mb: float
     train(tl, tl, [[b[rank]] for b in batches], loss_of, rank)
     whole = tl.gathered_parameters()
     worst = max(((p - whole[n]).abs().max().item(), n) for n, p in ref.named_parameters())
-    rec = tl.record()
+    rec = tl.record()  # the training program's (a no_grad call below compiles another)
     steps = {s.spec.split("{")[0]: s for s in rec.steps}
     bw = rec.program.backward
+    evaluated = None
+    if not isinstance(batches[0][rank], dict):  # a call without autograd: a forward-only program, sharded too
+        with torch.no_grad():
+            evaluated = (tl(*batches[0][rank]) - ref(*batches[0][rank])).abs().max().item()
     return {"max_abs": worst[0], "where": worst[1], "scale": max(p.abs().max().item() for p in ref.parameters()),
             "shard_numel": sum(p.numel() for p in tl.parameters()),
             "numel": sum(p.numel() for p in ref.parameters()),
             "notes": {k: v for k, v in steps["fsdp"].notes.items() if k != "predicted"},
             "sink": steps["sink-waits"].notes["summary"],
             "backward_collectives": [b.sym.name for b in bw.bound_symbols if b.sym.communicates],
-            "unsharded_storage": sum(p.untyped_storage().nbytes() for p in model.parameters())}
+            "unsharded_storage": sum(p.untyped_storage().nbytes() for p in model.parameters()),
+            "no_grad_max_abs": evaluated}
 
 
 def run_case(case: str, rank: int, world: int) -> dict:

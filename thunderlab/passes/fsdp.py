@@ -132,8 +132,8 @@ class FSDP(Pass):
     (``thunderlab.distributed.fsdp``) passes them. The forward all-gathers the shards in
     buckets of about ``bucket_mb`` megabytes, in the order the forward first uses them, each bucket
     started while the one before is in use. Backward reduce-scatters each bucket of gradients as
-    soon as its last gradient exists, divided by the number of processes, so each process gets
-    the averaged gradient of its own shards. ``level=2`` keeps the gathered parameters from
+    soon as its last gradient exists and divides the result by the number of processes, so each
+    process gets the averaged gradient of its own shards. ``level=2`` keeps the gathered parameters from
     forward to backward (ZeRO-2, FSDP2's ``reshard_after_forward=False``); ``level=3`` frees
     each after its last use in forward and all-gathers it again in backward (ZeRO-3). Waits are
     placed right after their collective; ``sink-waits`` moves them to where the values are used.
@@ -230,7 +230,7 @@ class FSDP(Pass):
             pairs = list(open_)
             open_.clear()
             whole = _packed([_grad_columns(grad, p, world) for grad, p in pairs])
-            scattered = collectives.reduce_scatter(ltorch.div(whole, world), "sum", world)
+            scattered = collectives.reduce_scatter(whole, "sum", world)  # averaged after: a shard, not the bucket
             flights.append(([p for _, p in pairs], collectives.wait(scattered)))  # sink-waits moves the wait
 
         def ready(x: TensorProxy):
@@ -259,6 +259,7 @@ class FSDP(Pass):
             sharded: dict[str, TensorProxy] = {}
             for params, done in flights:  # the returned gradients: this process's shard of each
                 sizes = [shard_numel(p.numel(), world) for p in params]
+                done = ltorch.div(done, world)
                 parts = ltorch.split(done, sizes) if len(params) > 1 else (done,)
                 sharded.update({p.name: part for p, part in zip(params, parts)})
         new.output = tuple(sharded.get(p.name) if p.name in shard_of else outs[i] for i, p in enumerate(inputs))
