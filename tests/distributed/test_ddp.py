@@ -39,8 +39,8 @@ def _spawn(fn, args, deadline_s: float = DEADLINE_S):
             pytest.fail(f"the distributed job did not finish in {deadline_s} s")
 
 
-def _run(tmp_path, cases):
-    _spawn(workers.worker, (WORLD, _port(), str(tmp_path), cases))
+def _run(tmp_path, cases, deadline_s: float = DEADLINE_S):
+    _spawn(workers.worker, (WORLD, _port(), str(tmp_path), cases), deadline_s)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
     for r, res in enumerate(ranks):
         for case in cases:
@@ -83,7 +83,7 @@ def test_ddp_pass_in_one_process_shows_the_program_for_n_processes():
     import thunderlab
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-    j = thunderlab.jit(model, pipeline="dce,cse,autodiff,remat,ddp{world=4,bucket_mb=0.0002},claim,del")
+    j = thunderlab.jit(model, pipeline="dce,cse,autodiff,remat,ddp{world=4,bucket_mb=0.0002},sink-waits,claim,del")
     x = torch.randn(2, 8)
     out = j(x)  # the forward has no collective: it runs in one process
     torch.testing.assert_close(out, model(x))
@@ -91,8 +91,15 @@ def test_ddp_pass_in_one_process_shows_the_program_for_n_processes():
     bw = rec.program.backward
     names = [b.sym.name for b in bw.bound_symbols if not b.sym.bookkeeping]
     assert names.count("all_reduce") == names.count("wait") >= 2
-    # every all-reduce is issued before the first wait (they overlap backward), waits sit at the end
+    # ddp waits right after each all-reduce; sink-waits, a step of its own, moves the waits to the end, so
+    # every all-reduce is issued before the first wait (they overlap the rest of backward)
+    steps = {s.spec.split("{")[0]: s for s in rec.steps}
+    placed = [b.sym.name for b in steps["ddp"].program.backward.bound_symbols]
+    assert all(placed[i + 1] == "wait" for i, n in enumerate(placed) if n == "all_reduce")
     assert max(i for i, n in enumerate(names) if n == "all_reduce") < min(i for i, n in enumerate(names) if n == "wait")
+    waits = steps["sink-waits"].notes["waits"]["backward"]
+    assert [w["waits_for"] for w in waits] == ["all_reduce"] * names.count("wait")
+    assert waits[0]["calls_overlapped"] > 0
     text = bw.python()
     assert "ltorch.all_reduce(" in text and "'sum', 4)" in text and "ltorch.wait(" in text
     step = next(s for s in rec.steps if s.spec.startswith("ddp"))

@@ -32,10 +32,13 @@ def make(name: str, rank: int):
     if name == "mlp":
         model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
         return model, lambda: (torch.randn(4, 16, generator=g),), lambda out: out.pow(2).mean()
-    if name == "nanogpt":
+    if name == "mlp7":  # every parameter but the first weight has an odd number of elements: shards are padded
+        model = nn.Sequential(nn.Linear(16, 31), nn.GELU(), nn.Linear(31, 7))
+        return model, lambda: (torch.randn(4, 16, generator=g),), lambda out: out.pow(2).mean()
+    if name in ("nanogpt", "nanogpt0"):  # nanogpt0: no dropout, to compare with one process on the whole batch
         from thunderlab.examples import NanoGPTBlock
 
-        model = NanoGPTBlock(n_embd=32, n_head=2, block_size=8, dropout=0.1).train()
+        model = NanoGPTBlock(n_embd=32, n_head=2, block_size=8, dropout=0.1 if name == "nanogpt" else 0.0).train()
         return model, lambda: (torch.randn(2, 8, 32, generator=g),), lambda out: out.pow(2).mean()
     if name == "gpt2":
         from thunderlab.examples import gpt2_from_config
@@ -82,11 +85,51 @@ def _differences(ref: nn.Module, got: nn.Module) -> dict:
     return {"max_abs": worst[0], "where": worst[1], "scale": scale}
 
 
+def _concat(batches: list):
+    """The processes' batches as one (tensors joined along the first dimension)."""
+    if isinstance(batches[0], dict):
+        return {k: torch.cat([b[k] for b in batches]) for k in batches[0]}
+    return tuple(torch.cat(parts) for parts in zip(*batches))
+
+
+def run_fsdp_case(name: str, level: int, rank: int, world: int, bucket_mb: float) -> dict:
+    """thunderlab's fsdp on each process's batch against one process training on all of them joined."""
+    import thunderlab.distributed
+
+    made = [make(name, r) for r in range(world)]  # every rank's data is drawn here, so the joined batch is known
+    model, _, loss_of = made[rank]
+    ref = copy.deepcopy(made[0][0])  # fsdp starts every process from rank 0's parameters
+    batches = [[made[r][1]() for r in range(world)] for _ in range(STEPS)]
+    train(ref, ref, [[_concat(b)] for b in batches], loss_of, rank)
+    tl = thunderlab.distributed.fsdp(model, level=level, bucket_mb=bucket_mb)
+    train(tl, tl, [[b[rank]] for b in batches], loss_of, rank)
+    whole = tl.gathered_parameters()
+    worst = max(((p - whole[n]).abs().max().item(), n) for n, p in ref.named_parameters())
+    rec = tl.record()  # the training program's (a no_grad call below compiles another)
+    steps = {s.spec.split("{")[0]: s for s in rec.steps}
+    bw = rec.program.backward
+    evaluated = None
+    if not isinstance(batches[0][rank], dict):  # a call without autograd: a forward-only program, sharded too
+        with torch.no_grad():
+            evaluated = (tl(*batches[0][rank]) - ref(*batches[0][rank])).abs().max().item()
+    return {"max_abs": worst[0], "where": worst[1], "scale": max(p.abs().max().item() for p in ref.parameters()),
+            "shard_numel": sum(p.numel() for p in tl.parameters()),
+            "numel": sum(p.numel() for p in ref.parameters()),
+            "notes": {k: v for k, v in steps["fsdp"].notes.items() if k != "predicted"},
+            "sink": steps["sink-waits"].notes["summary"],
+            "backward_collectives": [b.sym.name for b in bw.bound_symbols if b.sym.communicates],
+            "unsharded_storage": sum(p.untyped_storage().nbytes() for p in model.parameters()),
+            "no_grad_max_abs": evaluated}
+
+
 def run_case(case: str, rank: int, world: int) -> dict:
     import thunderlab
     import thunderlab.distributed
 
     name, how = case.split(":")
+    if how.startswith("fsdp"):  # fsdp2, fsdp3 (one bucket), fsdp3small (small buckets)
+        small = how.endswith("small")
+        return run_fsdp_case(name, int(how[4]), rank, world, 0.002 if small else 25.0)
     model, batch, loss_of = make(name, rank)
     micro = 2 if how == "no_sync" else 1
     batches = [[batch() for _ in range(micro)] for _ in range(STEPS)]

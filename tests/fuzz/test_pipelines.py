@@ -64,7 +64,7 @@ PROGRAMS = {
 }
 
 # every pass a pipeline can name; a pass added to the registry must be drawn here too (checked below)
-PASSES = ("dce", "cse", "autodiff", "claim", "fuse", "remat", "ddp", "del")
+PASSES = ("dce", "cse", "autodiff", "claim", "fuse", "remat", "ddp", "fsdp", "sink-waits", "del")
 # symbols the programs above call, so that decompose=... often hits something, and a few they do not
 DECOMPOSABLE = ("layer_norm", "gelu", "softmax", "matmul", "relu", "tanh", "mean", "cumsum", "exp", "sum", "linear")
 
@@ -90,6 +90,14 @@ def options(draw, name):
             opts.append(f"world={world}")
         if draw(st.booleans()):
             opts.append(f"bucket_mb={draw(st.sampled_from([0.0001, 1, 25]))}")
+    elif name == "fsdp":  # the programs' weights are arguments, not nn.Parameters: nothing to shard
+        world = draw(st.one_of(st.none(), st.just(1), st.just(2)))
+        if world is not None:
+            opts.append(f"world={world}")
+        opts.append(f"level={draw(st.sampled_from([2, 3]))}")
+    elif name == "sink-waits":
+        opts.append(f"kinds={draw(st.sampled_from(['all', 'all_reduce', 'all_gather+reduce_scatter']))}")
+        opts.append(f"in_flight={draw(st.sampled_from([0, 1, 2]))}")
     elif name == "remat":
         policy = draw(st.one_of(st.none(), st.sampled_from(POLICIES)))
         if policy is not None:

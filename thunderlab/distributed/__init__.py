@@ -3,7 +3,8 @@
 ``ddp(model)`` is thunderlab's counterpart of ``torch.nn.parallel.DistributedDataParallel``: the
 model's parameters and buffers are broadcast from one process when it is made, and each training
 call runs a program whose backward averages the gradients over the processes (the ``ddp`` pass,
-whose step in the record shows the buckets and where each all-reduce and wait sits)::
+whose step in the record shows the buckets and where each all-reduce starts, then ``sink-waits``,
+whose step shows where each wait moved)::
 
     torch.distributed.init_process_group("gloo")        # torchrun sets the rank and world size
     model = thunderlab.distributed.ddp(MyModel())
@@ -20,11 +21,11 @@ import torch
 from thunderlab.api import JitFunction, jit, last_record
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, PipelineError
 
-__all__ = ["DataParallel", "ddp"]
+__all__ = ["DataParallel", "FullyShardedDataParallel", "ddp", "fsdp"]
 
 
 def _with_ddp(pipeline: str, bucket_mb: float) -> str:
-    """``pipeline`` with ``ddp{bucket_mb=...}`` after autodiff and remat (where the gradients are final)."""
+    """``pipeline`` with ``ddp{bucket_mb=...},sink-waits`` after autodiff and remat (where the gradients are final)."""
     specs = Pipeline.parse(pipeline).specs
     names = [s.name for s in specs]
     if "ddp" in names:
@@ -33,7 +34,7 @@ def _with_ddp(pipeline: str, bucket_mb: float) -> str:
         raise PipelineError(f"ddp needs autodiff in the pipeline to have gradients to average; got {pipeline!r}")
     at = max(k for k, n in enumerate(names) if n in ("autodiff", "remat")) + 1
     parts = [str(s) for s in specs]
-    parts.insert(at, f"ddp{{bucket_mb={bucket_mb:g}}}")
+    parts[at:at] = [f"ddp{{bucket_mb={bucket_mb:g}}}", "sink-waits"]
     return ",".join(parts)
 
 
@@ -100,10 +101,12 @@ def ddp(module: torch.nn.Module, *, bucket_mb: float = 25.0, broadcast_from: int
     """``module`` trained data-parallel over torch.distributed's processes: gradients averaged in buckets.
 
     ``bucket_mb`` sizes the buckets; ``broadcast_from`` is the process whose parameters and buffers
-    every process starts from; ``pipeline`` gets a ``ddp`` pass after ``autodiff`` and ``remat``;
+    every process starts from; ``pipeline`` gets ``ddp`` and ``sink-waits`` after ``autodiff`` and ``remat``;
     other options go to ``thunderlab.jit``.
     """
     return DataParallel(module, bucket_mb=bucket_mb, broadcast_from=broadcast_from, pipeline=pipeline, **options)
 
 
 from thunderlab.passes import costs  # noqa: E402, F401  (the communication cost model, as thunderlab.distributed.costs)
+
+from .fsdp import FullyShardedDataParallel, fsdp  # noqa: E402

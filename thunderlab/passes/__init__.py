@@ -1,5 +1,5 @@
 """Passes: Program -> Program steps, their registry, pipelines and the runner."""
-from . import autodiff, claim, cse, dce, ddp, del_, fuse, remat  # noqa: F401  (each registers its pass)
+from . import autodiff, claim, cse, dce, ddp, del_, fsdp, fuse, remat, sink_waits  # noqa: F401  (each registers its pass)
 from .base import REGISTRY, Pass, PassSpec, Pipeline, PipelineError, register_pass
 from .runner import run_pipeline
 

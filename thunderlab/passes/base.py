@@ -34,6 +34,9 @@ class Pass:
     requires: ClassVar[tuple[str, ...]] = ()  # passes that must run earlier in the pipeline
     last: ClassVar[bool] = False  # must be the final pass (nothing may follow it)
     repeatable: ClassVar[bool] = True  # False: a second run changes nothing, and a pipeline that repeats it is warned
+    # True: the program takes other inputs after this pass (fsdp's parameter shards), which its caller passes;
+    # the runner takes the new inputs as the program's interface and stops checking numerics on the captured ones
+    changes_inputs: ClassVar[bool] = False
 
     def __call__(self, program: Program) -> Program:
         raise NotImplementedError

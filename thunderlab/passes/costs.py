@@ -138,3 +138,25 @@ def predict_ddp(bucket_bytes: list[float], issue_at: list[float], param_bytes: f
             row["exposed_ms"] = 1e3 * exposed(list(zip(bucket_bytes, issue_at)), backward_s, p, cluster)
         out[p] = row
     return out
+
+
+def _ring(fn, nbytes: float, p: int, cluster: Cluster) -> float:
+    """A flat ring over ``p`` ranks: on the node's links inside one node, else at the speed of the slower links."""
+    return fn(nbytes, p, cluster.intra if p <= cluster.per_node else cluster.inter)
+
+
+def predict_fsdp(gather_bytes: list[float], scatter_bytes: list[float], level: int, param_bytes: float, *,
+                 cluster: Cluster = DGX_H100, scales=SCALES) -> dict:
+    """For each rank count: the step's all-gather and reduce-scatter times (ring), bytes, memory per rank.
+
+    ``gather_bytes`` are the forward's all-gathers (the whole gathered tensors); at ``level`` 3 backward
+    gathers them again. ``scatter_bytes`` are backward's reduce-scatters (the whole tensors reduced).
+    """
+    gathers = list(gather_bytes) * (2 if level == 3 else 1)
+    out = {}
+    for p in scales:
+        out[p] = {"all_gather_ms_ring": 1e3 * sum(_ring(all_gather, b, p, cluster) for b in gathers),
+                  "reduce_scatter_ms_ring": 1e3 * sum(_ring(reduce_scatter, b, p, cluster) for b in scatter_bytes),
+                  "bytes_per_step": sum(gathers) + sum(scatter_bytes),
+                  "memory_per_rank_mb": memory_per_rank(param_bytes, p, f"zero{level}") / 2**20}
+    return out

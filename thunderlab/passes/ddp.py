@@ -49,15 +49,16 @@ class DDP(Pass):
     Gradients are packed into buckets of about ``bucket_mb`` megabytes in the order backward
     makes them (the first bucket closes at ``first_bucket_mb``, so communication starts early, as
     DistributedDataParallel's first bucket does); each bucket's all-reduce starts right after its
-    last gradient is computed and is waited on only where the gradients are returned, so
-    communication runs while the rest of backward computes. Like PyTorch's
-    DistributedDataParallel, each gradient is divided by the number of processes. For example, with one bucket::
+    last gradient is computed. Like PyTorch's DistributedDataParallel, each gradient is divided
+    by the number of processes. The pass waits right after each all-reduce; the next step,
+    ``sink-waits``, moves each wait down to where the gradients are returned, so communication
+    runs while the rest of backward computes, and its diff shows that change alone. For example,
+    with one bucket::
 
         t8 = ltorch.linear_backward(...)           t8 = ltorch.linear_backward(...)
         ...                                        t20 = ltorch.cat([t8, t9])
         return (t8, t9)                   ->       t21 = ltorch.div(t20, 2)
                                                    t22 = ltorch.all_reduce(t21, 'sum', 2)
-                                                   ...
                                                    t23 = ltorch.wait(t22)
                                                    ...
     """
@@ -95,7 +96,8 @@ class DDP(Pass):
             grads = open_.pop(key)
             flat = ltorch.cat([ltorch.reshape(g, (-1,)) for g in grads]) if len(grads) > 1 else \
                 ltorch.reshape(grads[0], (-1,))
-            flights.append((grads, collectives.all_reduce(ltorch.div(flat, world), "sum", world)))
+            reduced = collectives.all_reduce(ltorch.div(flat, world), "sum", world)
+            flights.append((grads, collectives.wait(reduced)))  # sink-waits moves the wait to the first use
 
         def ready(g: TensorProxy):
             if g.name not in wanted or g.name in seen:
@@ -117,8 +119,7 @@ class DDP(Pass):
             for key in list(open_):
                 issue(key)
             averaged: dict[str, TensorProxy] = {}
-            for grads, flight in flights:  # waited on as late as possible: where the gradients are returned
-                done = collectives.wait(flight)
+            for grads, done in flights:  # unpacked where the gradients are returned
                 parts = ltorch.split(done, [g.numel() for g in grads]) if len(grads) > 1 else (done,)
                 for g, part in zip(grads, parts):
                     averaged[g.name] = ltorch.reshape(part, g.shape)
@@ -135,12 +136,9 @@ class DDP(Pass):
         for k, b in enumerate(calls):
             if b.sym.name != "all_reduce":
                 continue
-            first_wait = next(j for j in range(k, len(calls)) if calls[j].sym.name == "wait")
-            overlapped = sum(1 for c in calls[k + 1:first_wait] if not c.sym.communicates)
             after_call = next((c for c in reversed(calls[:k]) if c.id in original), None)
             buckets.append({"bytes": _nbytes(b.outputs[0]), "gradients": _packed(calls, k),
-                            "issued_after": after_call.sym.name if after_call else "the start of backward",
-                            "calls_overlapped": overlapped})
+                            "issued_after": after_call.sym.name if after_call else "the start of backward"})
         world = next((b.args[2] for b in calls if b.sym.name == "all_reduce"), None)
         n = len(calls)
         # when each all-reduce starts, as the fraction of backward's calls done by then
@@ -153,4 +151,4 @@ class DDP(Pass):
                 "cluster": f"{costs.DGX_H100.per_node} GPUs a node on {costs.DGX_H100.intra.name}, nodes on "
                            f"{costs.DGX_H100.inter.name} (thunderlab.distributed.costs)",
                 "summary": f"{len(buckets)} bucket(s), {sum(x['bytes'] for x in buckets) / 2**20:.2f} MiB all-reduced "
-                           f"over {world} processes; waits where the gradients are returned"}
+                           f"over {world} processes, each waited at once (sink-waits moves the waits)"}
