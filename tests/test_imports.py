@@ -149,9 +149,9 @@ def test_no_module_patches_other_code_at_run_time():
 
 
 # DESIGN.md's layers, read from the bottom: a module never imports one of a higher layer, lazily or not.
-# inspect sits beside ops and reads only core (a record is data; the verbs that act on it live in api).
+# inspect sits beside ops and reads only core (a record is data; the verbs that act on it live beside api).
 LAYERS = {"core": 0, "ops": 1, "inspect": 1, "executors": 2, "passes": 3, "runtime": 4, "frontend": 5, "api": 6,
-          "cli": 7, "jupyter": 7}
+          "verbs": 6, "cli": 7, "jupyter": 7}
 
 
 def _layer(module: str) -> str | None:
@@ -165,3 +165,27 @@ def test_layers_import_only_downwards():
                  and (LAYERS[_layer(b)] > LAYERS[_layer(a)]
                       or (_layer(a) == "inspect" and _layer(b) not in ("inspect", "core")))})
     assert not up, "imports that go up a layer (see DESIGN.md, 'Imports run one way'):\n" + "\n".join(up)
+
+
+def _all_imports(tree: ast.AST):
+    """Every Import/ImportFrom node, ``if TYPE_CHECKING:`` bodies included."""
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def test_no_circle_in_inspect_even_for_annotations():
+    """The record, its payload, its report and its saved form: no two import each other, not even for annotations
+    (a record is data at the bottom; the views that read it sit above, or are read by it without reading it)."""
+    g = nx.DiGraph()
+    for module, path in MODULES.items():
+        if not module.startswith("thunderlab.inspect"):
+            continue
+        for node in _all_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                target = _resolve(module, path, node)
+                for a in node.names:
+                    sub = f"{target}.{a.name}"
+                    hit = sub if sub in MODULES else target if target in MODULES else None
+                    if hit and hit.startswith("thunderlab.inspect") and hit != module:
+                        g.add_edge(module, hit)
+    groups = [sorted(c) for c in nx.strongly_connected_components(g) if len(c) > 1]
+    assert not groups, f"import circles in thunderlab/inspect (annotations included): {groups}"

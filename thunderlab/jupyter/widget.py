@@ -105,7 +105,7 @@ class PassDebugger(anywidget.AnyWidget):
     def rerun(self, pipeline: str) -> CompileRecord:
         """Re-run with an edited pipeline (reusing the unchanged prefix) and show the new record."""
         from thunderlab.passes import Pipeline
-        from thunderlab.runtime.compiled import rerun, reusable_prefix
+        from thunderlab.verbs import rerun, reusable_prefix
 
         try:
             parsed = Pipeline.parse(pipeline)
