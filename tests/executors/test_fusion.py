@@ -124,6 +124,7 @@ def test_tiered_region_switches_and_timings_are_kept():
     assert thunderlab.session(rec).wait(30)
     for _ in range(3):
         torch.testing.assert_close(j(x, w), f_split(x, w))
+    assert thunderlab.last_record(j) is rec  # handed out again: its snapshot of the regions is taken now
     t = rec.timings()
     assert set(t) == {"testfuse0", "testfuse1"}
     for r in t.values():
@@ -326,4 +327,4 @@ def test_a_dropped_functions_records_keep_their_regions_summary_not_their_kernel
     assert kernel() is None
     assert record in thunderlab.records()
     summary = record.timings()[region.name]
-    assert summary["running"] == "inductor" and region.source and thunderlab.session(record).wait(0)
+    assert summary["running"] == "inductor" and region.source and region.wait(0)
