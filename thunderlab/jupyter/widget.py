@@ -17,6 +17,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.inspect.serialize import RecordPayload
+from thunderlab.runtime.session import refresh
 
 BUNDLE = Path(__file__).parent / "static" / "widget.js"
 
@@ -60,6 +61,7 @@ class PassDebugger(anywidget.AnyWidget):
 
     def _show(self, record: CompileRecord) -> None:
         self.history.append(record)
+        refresh([record])  # its regions as they run now
         self._payload = RecordPayload(record)
         self._loaded: set[int] = set()
         self.error = record.error or ""
