@@ -73,7 +73,7 @@ def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: b
     region on every call (``thunderlab.last_record(jfn).timings()``).
     ``direct=True`` runs a call whose TorchDynamo guards pass on the bytecode Dynamo made for it,
     without Dynamo's per-call frame machinery; ``False`` sends every call through Dynamo.
-    ``keep_inputs=True`` makes records hold the inputs they were compiled for (by default they hold
+    ``keep_inputs=True`` makes records' sessions hold the inputs they were compiled for (by default they hold
     them weakly, so a record never keeps data or parameters alive; bisection needs them; ``verify=True`` keeps them).
     """
     try:  # THUNDERLAB_EXECUTORS is checked now, not at the first call

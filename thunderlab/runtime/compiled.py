@@ -187,7 +187,7 @@ class CompiledGraph:
 
         TorchDynamo keeps the callable it was given in the compiled function's module globals for good;
         what stays there afterwards is this empty object. The process's list keeps the newest records
-        as data; each of this graph's records (and their re-runs) lets go of its live part here.
+        as data; the session of each of this graph's records (and of their re-runs) ends here.
         """
         for s in sessions():  # this graph's records' and their re-runs'
             if s.family in self.made:
