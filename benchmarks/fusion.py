@@ -173,10 +173,10 @@ def worker(mode, prewarm):
         if tiered:
             rec, n = thunderlab.last_record(jfn), 0
             r["running_after_first_call"] = {k: t["running"] for k, t in rec.timings().items()}
-            while mode == "tiered" and not rec.wait(0) and time.perf_counter() - t0 < 600:
+            while mode == "tiered" and not thunderlab.session(rec).wait(0) and time.perf_counter() - t0 < 600:
                 jfn(x)
                 n += 1
-            rec.wait(600)
+            thunderlab.session(rec).wait(600)
             r["calls_while_compiling"] = n
             r["after_switch"] = check([jfn(x) for _ in range(5)][-1], ref)
             switch = [t["history"][-1][0] for t in rec.timings().values()]

@@ -10,7 +10,7 @@ default pipeline and the torch executor (THUNDERLAB_EXECUTORS=torch, so no kerne
                  passes_s is the passes' own seconds (record.compile_seconds);
   * serialise_s  producing the whole payload (every step's program, diff, graph, stats) and its JSON text;
   * payload_mb   the size of that JSON;
-  * rerun_s      record.rerun() after moving one pass (cse after claim), which reuses the steps before it
+  * rerun_s      thunderlab.rerun(record, ...) after moving one pass (cse after claim), which reuses the steps before it
                  (median of five; rerun_first_s is the first of them);
   * rerun_full_s the same edit with nothing reused (for comparison: the prefix's share).
 Targets: build + serialise < 2 s, payload < 20 MB, re-run < 0.5 s.
@@ -34,9 +34,10 @@ import torch  # noqa: E402
 
 import thunderlab  # noqa: E402
 from thunderlab.examples import gpt2_from_config  # noqa: E402
+from thunderlab.inspect.record import CompileRecord  # noqa: E402
 from thunderlab.inspect.serialize import RecordPayload  # noqa: E402
 from thunderlab.passes import DEFAULT_PIPELINE  # noqa: E402
-from thunderlab.runtime.compiled import CompileRecord, rerun  # noqa: E402
+from thunderlab.verbs import rerun  # noqa: E402
 
 
 def moved(pipeline: str) -> str:
@@ -71,7 +72,7 @@ def measure(layers: int, training: bool) -> dict:
         times.append(time.perf_counter() - t0)
         assert new.error is None, new.error
     rerun_s, rerun_first = statistics.median(times), times[0]
-    fresh = CompileRecord(rec.name, rec.inputs, rec.pipeline, captured=rec.captured, steps=[rec.steps[0]])
+    fresh = CompileRecord(rec.name, rec.inputs, rec.pipeline, steps=[rec.steps[0]])  # re-runs every pass
     full = []
     for _ in range(3):
         t0 = time.perf_counter()

@@ -84,7 +84,7 @@ def run_one(variant: str, lengths: tuple[int, ...], steps: int, wait: float) -> 
         step_s.append(time.perf_counter() - t0)
         step_cpu_s.append(time.thread_time() - c0)
         if thunderlab_variant:
-            regions = [r for rec in thunderlab.records() for r in rec.regions.values()]
+            regions = [r for rec in thunderlab.records() for r in thunderlab.session(rec).regions.values()]
             switched_by_step.append([sum(r.version != "torch" for r in regions), len(regions)])
     loop_s = time.perf_counter() - start
     out = {"loop_s": loop_s, "steady_step_s": statistics.median(step_s[-15:]), "first_step_s": step_s[0],
@@ -97,13 +97,13 @@ def run_one(variant: str, lengths: tuple[int, ...], steps: int, wait: float) -> 
         out.update(records=len(recs), switched_at_end=at_end[0], regions=at_end[1], switched_by_step=switched_by_step)
         deadline = time.perf_counter() + wait
         for rec in recs:  # regions still compiling: when they switch, even after the loop (up to --wait seconds)
-            rec.wait(max(0.0, deadline - time.perf_counter()))
+            thunderlab.session(rec).wait(max(0.0, deadline - time.perf_counter()))
         out["switches"] = [
             {"record": rec.uid, "region": name, "inputs": rec.inputs[:2],
              "switch_s": next((round(t - start_wall, 3) for t, v in r.history if v == r.executor), None),
              "compiled_in": r.compiled_in, "compiled_here_because": getattr(r.fn, "compiled_here_because", None),
              "compile_seconds": r.compile_seconds, "error": r.error}
-            for rec in recs for name, r in rec.regions.items()]
+            for rec in recs for name, r in thunderlab.session(rec).regions.items()]
         times = [s["switch_s"] for s in out["switches"] if s["switch_s"] is not None]
         out["last_switch_s"] = max(times) if times else None
     return out

@@ -39,10 +39,10 @@ CELL = (
     "with torch.no_grad():\n"
     "    gpt(ids)\n"
     "    rec = thunderlab.last_record(gpt)\n"
-    "    rec.wait()  # the fused kernel compiles in the background\n"
+    "    thunderlab.session(rec).wait()  # the fused kernel compiles in the background\n"
     "    for _ in range(20):\n"
     "        gpt(ids)\n"
-    "unfused = rec.rerun('dce,cse,claim{executors=inductor+torch},del')"
+    "unfused = thunderlab.rerun(rec, 'dce,cse,claim{executors=inductor+torch},del')"
 )
 root = Path(tempfile.mkdtemp(prefix="tl-timings-shot-"))
 env, settings = lab_home(root, REPO / "thunderlab" / "jupyter" / "labextension")

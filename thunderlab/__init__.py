@@ -15,6 +15,7 @@ from .api import (
     records,
     rerun,
     save,
+    session,
     set_fast_paths,
     set_limits,
 )
@@ -26,7 +27,7 @@ _register_backend()
 
 __all__ = ["DEFAULT_PIPELINE", "JitFunction", "NotLive", "Pass", "Pipeline", "RecordFileError", "bisect",
            "clear_records", "compare", "jit", "last_record", "last_traces", "load", "profile", "record_to", "records",
-           "register_pass", "rerun", "save", "set_fast_paths", "set_limits"]
+           "register_pass", "rerun", "save", "session", "set_fast_paths", "set_limits"]
 
 
 def _jupyter_labextension_paths() -> list[dict]:

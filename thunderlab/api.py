@@ -11,21 +11,17 @@ from thunderlab.core.trace import Trace
 from thunderlab.executors import default_order
 from thunderlab.frontend.dispatch import MISS, DirectCalls
 from thunderlab.frontend.dynamo import Backend, BackendLink
-from thunderlab.inspect import record as _record_module
 from thunderlab.inspect.document import SUFFIX, RecordFileError
 from thunderlab.inspect.document import load as _load
 from thunderlab.inspect.document import save as _save
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.passes import DEFAULT_PIPELINE
 from thunderlab.passes.base import PipelineError
-from thunderlab.passes.runner import Bisection
-from thunderlab.passes.runner import bisect as _bisect
-from thunderlab.runtime.compare import RecordComparison, compare_records
 from thunderlab.runtime.compiled import Options, all_records, clear_records, set_limits
-from thunderlab.runtime.compiled import rerun as _rerun
-from thunderlab.runtime.loaded import compare_saved, live_record
 from thunderlab.runtime.recorder import RecordWriter, from_environment
 from thunderlab.runtime.recorder import record_to as _record_to
+from thunderlab.runtime.session import NotLive, Session, live, refresh
+from thunderlab.verbs import bisect, compare, rerun
 
 
 class JitFunction:
@@ -52,7 +48,10 @@ class JitFunction:
 
     @property
     def records(self) -> list[CompileRecord]:
-        return sorted((r for g in self.backend.graphs for r in g.records), key=lambda r: r.created)
+        """This function's records, oldest first, their region snapshots brought up to date."""
+        recs = sorted((r for g in self.backend.graphs for r in g.records), key=lambda r: r.created)
+        refresh(recs)
+        return recs
 
     @property
     def cache_info(self) -> dict[str, int]:
@@ -74,7 +73,7 @@ def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: b
     region on every call (``thunderlab.last_record(jfn).timings()``).
     ``direct=True`` runs a call whose TorchDynamo guards pass on the bytecode Dynamo made for it,
     without Dynamo's per-call frame machinery; ``False`` sends every call through Dynamo.
-    ``keep_inputs=True`` makes records hold the inputs they were compiled for (by default they hold
+    ``keep_inputs=True`` makes records' sessions hold the inputs they were compiled for (by default they hold
     them weakly, so a record never keeps data or parameters alive; bisection needs them; ``verify=True`` keeps them).
     """
     try:  # THUNDERLAB_EXECUTORS is checked now, not at the first call
@@ -100,48 +99,21 @@ def last_traces(jfn: JitFunction, trace: str = "forward") -> list[Trace]:
 
 def records() -> list[CompileRecord]:
     """The compile records this process keeps (the newest 100 by default; see ``set_limits``), newest last."""
-    return list(all_records())
+    recs = list(all_records())
+    refresh(recs)  # their region snapshots brought up to date
+    return recs
 
 
-def rerun(record: CompileRecord, pipeline: str | None = None) -> CompileRecord:
-    """Run ``pipeline`` (default: the record's own) again on the record's captured program.
-
-    A record loaded from a file is re-run on its captured program rebuilt from the saved text, checked at
-    every step on fresh inputs of the recorded shapes and dtypes (step 0's notes say so).
-    """
-    if record.loaded:
-        return _rerun(live_record(record), pipeline)
-    return _rerun(record, pipeline)
-
-
-def bisect(record: CompileRecord, inputs=None, reference=None) -> Bisection | None:
-    """The first step whose program's outputs differ from eager on ``inputs`` (default: the captured ones)."""
-    if record.loaded:
-        raise NotLive(
-            f"bisect needs the record's programs and the function they came from, and record {record.name!r} was "
-            f"loaded from {record.source_file or 'a file'}, which keeps their text only; bisect the live record "
-            f"(compile the function again with thunderlab.jit and call it), or re-run this one: "
-            f"thunderlab.rerun(record) checks every step against its captured program on fresh inputs"
-        )
-    return _bisect(record, inputs, reference)
-
-
-def compare(record: CompileRecord, other: CompileRecord, *, time: bool = True) -> RecordComparison:
-    """How the pipeline, the program and (with ``time``) the run time changed from ``record`` to ``other``.
-
-    A record loaded from a file is compared by its saved program text; it has nothing to time.
-    """
-    if record.loaded or other.loaded:
-        return compare_saved(record, other, time=time)
-    return compare_records(record, other, time=time)
-
-
-class NotLive(RuntimeError):
-    """A verb that runs code was asked of a record loaded from a file."""
+def session(record: CompileRecord) -> Session:
+    """The live part of a record made in this process: ``example_inputs``, ``regions`` (each fusion region's
+    runner), ``wait()``, ``timings()``. A record loaded from a file, or whose function was dropped, has none
+    (``NotLive``)."""
+    return live(record, "thunderlab.session", "a record made by a live function in this process")
 
 
 def save(record: CompileRecord, path) -> str:
     """Write ``record`` to ``path`` (named ``NAME.thunderlab.json``) for ``thunderlab.load``; returns the path."""
+    refresh([record])
     return str(_save(record, path))
 
 
@@ -161,10 +133,6 @@ def record_to(directory, *, max_files: int = 1000, max_mb: float = 256.0) -> Rec
     ``max_mb`` megabytes are written. ``None`` stops writing. ``THUNDERLAB_RECORDS=DIR`` does this at import.
     """
     return _record_to(directory, max_files=max_files, max_mb=max_mb)
-
-
-# ``record.rerun(...)``, ``record.bisect(...)`` and ``record.compare(...)`` are these verbs
-_record_module.VERBS.update(rerun=rerun, bisect=bisect, compare=compare)
 
 
 def profile(jfn: JitFunction, *args, **kwargs) -> dict[str, list[dict]]:
@@ -192,4 +160,4 @@ from_environment()  # THUNDERLAB_RECORDS=DIR: records written as they are made (
 
 __all__ = ["JitFunction", "NotLive", "RecordFileError", "SUFFIX", "bisect", "set_fast_paths", "clear_records",
            "compare", "jit", "last_record", "last_traces", "load", "profile", "record_to", "records", "rerun", "save",
-           "set_limits"]
+           "session", "set_limits"]

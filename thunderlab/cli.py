@@ -83,15 +83,19 @@ def _watch_regions(jfn, rec, inputs, wait: float) -> None:
     """Keep calling while fused kernels compile in the background; report the switch and the timings."""
     import torch
 
+    import thunderlab
+
     names = ", ".join(rec.regions)
     print(f"regions {names} ran with torch on the first call; their kernels compile in the background...", flush=True)
     t0 = time.perf_counter()
+    live = thunderlab.session(rec)
     with torch.no_grad():
-        while not rec.wait(0) and time.perf_counter() - t0 < wait:
+        while not live.wait(0) and time.perf_counter() - t0 < wait:
             jfn(*inputs)
             time.sleep(0.05)
         for _ in range(20):
             jfn(*inputs)
+    live.refresh()  # the record's snapshot of its regions, for the table below and the report
     for name, r in rec.timings().items():
         switched = [t for t, v in r["history"] if v == r["executor"]]
         when = f"switched to {r['executor']} after {switched[0] - r['history'][0][0]:.1f} s" if switched else \

@@ -121,9 +121,10 @@ def test_fuse_requires_claim():
 def test_tiered_region_switches_and_timings_are_kept():
     x, w = torch.randn(4, 4), torch.randn(4, 4)
     j, rec = _run(f_split, x, w, tiered=True, timing=True)
-    assert rec.wait(30)
+    assert thunderlab.session(rec).wait(30)
     for _ in range(3):
         torch.testing.assert_close(j(x, w), f_split(x, w))
+    assert thunderlab.last_record(j) is rec  # handed out again: its snapshot of the regions is taken now
     t = rec.timings()
     assert set(t) == {"testfuse0", "testfuse1"}
     for r in t.values():
@@ -149,7 +150,7 @@ def test_tiered_compiles_start_only_after_the_first_call_returns(monkeypatch):
     x, w = torch.randn(4, 4), torch.randn(4, 4)
     torch.testing.assert_close(j(x, w), f_split(x, w))  # the regions ran on torch
     assert events[0] == "returned" and sorted(events[1:]) == ["testfuse0", "testfuse1"]
-    assert thunderlab.last_record(j).wait(30)
+    assert thunderlab.session(thunderlab.last_record(j)).wait(30)
     torch.testing.assert_close(j(x, w), f_split(x, w))
 
 
@@ -193,7 +194,7 @@ def test_inductor_regions_equal_eager_on_real_models(name):
     rec = thunderlab.last_record(j)
     t = rec.timings()
     assert t and all(r["running"] == "inductor" and r["error"] is None for r in t.values()), t
-    assert all(rec.regions[n].source for n in t)
+    assert all(thunderlab.session(rec).regions[n].source for n in t)
 
 
 def test_inductor_training_with_autodiff():
@@ -289,7 +290,7 @@ def test_inductor_kernels_are_shared_while_used_then_let_go(limits):
         torch.testing.assert_close(j1(x), f(x))
         torch.testing.assert_close(j2(x), f(x))
     (key,) = set(inductor._compiled) - before
-    (r1,), (r2,) = (thunderlab.last_record(j).regions.values() for j in (j1, j2))
+    (r1,), (r2,) = (thunderlab.session(thunderlab.last_record(j)).regions.values() for j in (j1, j2))
     assert r1.version == r2.version == "inductor" and r1.fn is r2.fn  # one kernel, compiled once
     kernel = weakref.ref(r1.fn)
     del j1, r1
@@ -318,7 +319,7 @@ def test_a_dropped_functions_records_keep_their_regions_summary_not_their_kernel
     with torch.no_grad():
         torch.testing.assert_close(j(x), f(x))
     record = thunderlab.last_record(j)
-    (region,) = record.regions.values()
+    (region,) = thunderlab.session(record).regions.values()
     assert region.version == "inductor"
     kernel = weakref.ref(region.fn)
     del j
@@ -326,4 +327,4 @@ def test_a_dropped_functions_records_keep_their_regions_summary_not_their_kernel
     assert kernel() is None
     assert record in thunderlab.records()
     summary = record.timings()[region.name]
-    assert summary["running"] == "inductor" and region.source and record.wait(0)
+    assert summary["running"] == "inductor" and region.source and region.wait(0)

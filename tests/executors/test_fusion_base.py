@@ -54,7 +54,7 @@ def test_a_fusion_executor_is_compile_and_describe():
     assert EX.described == list(regions) == ["testhooks0"]
     assert regions["testhooks0"]["description"] == "testhooks would run 4 calls"
     assert EX.compiled == ["testhooks0"]  # once, with the first call's inputs
-    assert "testhooks kernel for testhooks0" in rec.regions["testhooks0"].source[0]
+    assert "testhooks kernel for testhooks0" in thunderlab.session(rec).regions["testhooks0"].source[0]
 
 
 def test_fuse_asks_the_regions_own_executor():
@@ -78,7 +78,8 @@ def test_compiling_with_inductor_leaves_the_environment_alone(monkeypatch):
     j = thunderlab.jit(lambda x: (x.cos() * 3).sin(), pipeline="claim{executors=inductor+torch},fuse,del", tiered=False)
     x = torch.randn(16)
     torch.testing.assert_close(j(x), (x.cos() * 3).sin())
-    assert thunderlab.last_record(j).regions["inductor0"].source  # it did compile, with its kernel source
+    # it did compile, with its kernel source
+    assert thunderlab.session(thunderlab.last_record(j)).regions["inductor0"].source
     after = dict(os.environ)
     assert after.pop("TORCHINDUCTOR_CACHE_DIR", default_cache_dir()) == os.path.abspath(default_cache_dir())
     assert after == before
@@ -98,7 +99,7 @@ def test_inductor_kernel_source_is_the_generated_module_compiled_or_cached(monke
     j = thunderlab.jit(f, pipeline="claim{executors=inductor+torch},fuse,del", tiered=False)
     x = torch.randn(32)
     torch.testing.assert_close(j(x), f(x))
-    (first,) = thunderlab.last_record(j).regions["inductor0"].source
+    (first,) = thunderlab.session(thunderlab.last_record(j)).regions["inductor0"].source
     assert "def call(" in first and "cpp_fused" in first, first[:300]
     assert GraphLowering.save_output_code is None
     # the same region again, past thunderlab's memo: TorchDynamo and AOTAutograd compile it anew and Inductor
@@ -123,8 +124,8 @@ def test_background_compiles_go_to_the_worker_process_and_to_a_thread_here_with_
             x = torch.randn(n)
             torch.testing.assert_close(j(x), f(x))  # runs with torch while the kernel compiles
             rec = thunderlab.last_record(j)
-            assert rec.wait(300)
-            r = rec.regions["inductor0"]
+            assert thunderlab.session(rec).wait(300)
+            r = thunderlab.session(rec).regions["inductor0"]
             assert (r.version, r.compiled_in, r.error) == ("inductor", where, None)
             torch.testing.assert_close(j(x), f(x))  # the kernel
             y = torch.randn(2 * n)[::2]  # strides it was not compiled for: the region's torch version runs

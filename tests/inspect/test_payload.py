@@ -21,9 +21,13 @@ def f(x, y):
     return (a.sin() + b).relu()
 
 
+_LIVE = []  # the functions of the records below: a record's session (its inputs, its eager graph) lives with them
+
+
 def _record(fn, pipeline, *args, verify=False):
     j = thunderlab.jit(fn, pipeline=pipeline, verify=verify)
     j(*args)
+    _LIVE.append(j)
     return thunderlab.last_record(j)
 
 
@@ -130,21 +134,21 @@ def test_bisection_finds_the_broken_pass_without_verify():
     x, y = torch.randn(5), torch.randn(5)
     rec = _record(f, "dce,cse,claim,test-mul-to-add,claim,del", x, y)  # compiles: nothing checked numbers
     assert rec.error is None
-    found = rec.bisect()
+    found = thunderlab.bisect(rec)
     assert found.step == 4 and found.spec == "test-mul-to-add"
     assert found.detail.startswith("output 0")
     assert len(found.checked) < len(rec.steps)  # a binary search, not a scan
     assert "test-mul-to-add" in str(found)
-    assert _record(f, "dce,cse,claim,del", x, y).bisect() is None
+    assert thunderlab.bisect(_record(f, "dce,cse,claim,del", x, y)) is None
 
 
 def test_bisection_on_given_inputs_and_bad_input():
     x, y = torch.randn(5), torch.randn(5)
     rec = _record(f, "test-mul-to-add,dce", x, y)
-    fresh = tuple(torch.randn(5) if isinstance(v, torch.Tensor) else v for v in rec.example_inputs)
-    assert rec.bisect(fresh).step == 1
+    fresh = tuple(torch.randn(5) if isinstance(v, torch.Tensor) else v for v in thunderlab.session(rec).example_inputs)
+    assert thunderlab.bisect(rec, fresh).step == 1
     with pytest.raises(ValueError, match=f"takes {len(rec.inputs)} inputs"):
-        rec.bisect((torch.randn(5),))
+        thunderlab.bisect(rec, (torch.randn(5),))
 
 
 def test_records_hold_inputs_weakly_unless_asked():
@@ -154,17 +158,17 @@ def test_records_hold_inputs_weakly_unless_asked():
     x, y = torch.randn(5), torch.randn(5)
     rec = _record(f, "test-mul-to-add,dce", x, y)
     alive = weakref.ref(x)
-    assert rec.example_inputs[0] is x
+    assert thunderlab.session(rec).example_inputs[0] is x
     del x
     gc.collect()
-    assert alive() is None and rec.example_inputs is None  # the record did not keep the tensor
+    assert alive() is None and thunderlab.session(rec).example_inputs is None  # the record did not keep the tensor
     with pytest.raises(ValueError, match="inputs are gone.*keep_inputs=True"):
-        rec.bisect()
+        thunderlab.bisect(rec)
     j = thunderlab.jit(f, pipeline="test-mul-to-add,dce", keep_inputs=True)
     j(torch.randn(5), torch.randn(5))
     gc.collect()
     kept = thunderlab.last_record(j)
-    assert kept.example_inputs is not None and kept.bisect().step == 1
+    assert thunderlab.session(kept).example_inputs is not None and thunderlab.bisect(kept).step == 1
 
 
 @register_pass
@@ -187,16 +191,17 @@ def test_rerun_reuses_the_unchanged_prefix():
                   torch.randn(3), torch.randn(3))
     assert Counted.calls == ["a", "b", "c"]
     Counted.calls.clear()
-    new = rec.rerun("test-counted{tag=a},dce,test-counted{tag=b},claim,test-counted{tag=c},del")  # cse dropped
+    # cse dropped
+    new = thunderlab.rerun(rec, "test-counted{tag=a},dce,test-counted{tag=b},claim,test-counted{tag=c},del")
     assert Counted.calls == ["c"]  # a and b came from the first record
     assert new.reused == 3 and new.steps[1] is rec.steps[1] and new.steps[3] is rec.steps[3]
     assert [s.index for s in new.steps] == list(range(len(new.steps)))
     assert new.steps[4].spec == "claim"
     Counted.calls.clear()
-    same = rec.rerun()
+    same = thunderlab.rerun(rec)
     assert Counted.calls == [] and same.reused == len(rec.steps) - 1
     Counted.calls.clear()
-    rec.rerun("-test-counted{tag=a},dce,test-counted{tag=b},cse,test-counted{tag=c},claim,del")
+    thunderlab.rerun(rec, "-test-counted{tag=a},dce,test-counted{tag=b},cse,test-counted{tag=c},claim,del")
     assert Counted.calls == ["b", "c"]
 
 
@@ -215,7 +220,7 @@ def test_rerun_with_a_pass_registered_again_reruns_it():
             return program.map(lambda t: t.derive())
 
     try:
-        new = rec.rerun()
+        new = thunderlab.rerun(rec)
         assert new.reused == 1 and new.steps[2].pass_type is Counted2
     finally:
         register_pass(Counted)
@@ -224,16 +229,16 @@ def test_rerun_with_a_pass_registered_again_reruns_it():
 def test_compare_records_shows_program_and_time():
     x, y = torch.randn(64), torch.randn(64)
     rec = _record(f, "dce,claim,del", x, y)
-    new = rec.rerun("dce,cse,claim,del")
-    c = rec.compare(new)
+    new = thunderlab.rerun(rec, "dce,cse,claim,del")
+    c = thunderlab.compare(rec, new)
     assert c.symbols[0] == c.symbols[1] + 2  # cse removed the duplicate mul and add
     assert sum(1 for line in c.program_diff.splitlines() if line.startswith("-") and "ltorch.mul(x, y)" in line) == 1
     assert c.seconds[0] > 0 and c.seconds[1] > 0 and c.speedup > 0
     text = str(c)
     assert "call time" in text and "cse" in text
-    assert "call time" not in str(rec.compare(new, time=False))
+    assert "call time" not in str(thunderlab.compare(rec, new, time=False))
     del x, y  # the records hold them weakly: comparing still works, and says why it could not time
-    gone = rec.compare(new)
+    gone = thunderlab.compare(rec, new)
     assert gone.seconds is None and "not timed: the inputs" in str(gone)
 
 
@@ -275,8 +280,8 @@ def test_bisection_replays_on_fresh_copies_and_names_the_real_culprit(fn, make, 
     args = make()
     good = thunderlab.jit(fn, pipeline="dce,cse,autodiff,claim,del", verify=verify, keep_inputs=True)
     good(*make())
-    assert thunderlab.last_record(good).bisect() is None  # nothing to blame, capture least of all
+    assert thunderlab.bisect(thunderlab.last_record(good)) is None  # nothing to blame, capture least of all
     bad = thunderlab.jit(fn, pipeline="dce,cse,autodiff,test-mul-to-add,claim,del", keep_inputs=True)
     bad(*args)
-    found = thunderlab.last_record(bad).bisect()
+    found = thunderlab.bisect(thunderlab.last_record(bad))
     assert found is not None and found.spec == "test-mul-to-add"  # (mul_ is functionalized to mul: it breaks too)

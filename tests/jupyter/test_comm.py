@@ -62,7 +62,7 @@ def test_records_list_newest_first_filtered_and_paged(handler):
 
 def test_summary_traces_rerun_and_compare(handler):
     x = torch.randn(4)
-    _compile(x=x)
+    jf = _compile(x=x)  # kept: timing runs the programs, which live in the function's sessions
     [rid] = _ids()
     s = _ask(handler, "record.summary", record=rid)["payload"]
     assert s["schema"] == "thunderlab.record/v1" and s["steps"][1]["spec"] == "dce"
@@ -89,6 +89,7 @@ def test_summary_traces_rerun_and_compare(handler):
     gc.collect()  # TorchDynamo's compile leaves cyclic garbage that refers to the input it was called with
     gone = _ask(handler, "records.compare", a=rid, b=new["record"], time=True)
     assert gone["seconds"] is None and gone["note"].startswith("the inputs the records were compiled for are gone")
+    del jf  # dropped last: its records' sessions held the programs timed above
 
 
 def test_profile_one_call_lists_each_regions_kernels_and_keeps_them(handler):
@@ -114,13 +115,14 @@ def test_profile_one_call_lists_each_regions_kernels_and_keeps_them(handler):
 def test_profile_says_when_the_records_inputs_are_gone(handler):
     import gc
 
-    _compile()  # called on a tensor nobody keeps: the record holds it weakly
+    jf = _compile()  # called on a tensor nobody keeps: the record holds it weakly
     [rec] = compiled.all_records()
-    rec.wait(60)  # a region keeps its first call's inputs only until its fused version is built
+    thunderlab.session(rec).wait(60)  # a region keeps its first call's inputs only until its fused version is built
     gc.collect()
     reply = _ask(handler, "record.profile", record=rec.uid)
     assert reply["type"] == "error" and reply["reply_to"] == 7
     assert "inputs this record was compiled for are gone" in reply["error"] and "keep_inputs=True" in reply["error"]
+    del jf
 
 
 def test_validate_gives_the_parsers_own_message(handler):

@@ -124,9 +124,9 @@ def test_remat_auto_recomputes_only_views_unless_a_fusion_executor_follows(pipel
 def test_rerun_does_not_reuse_a_remat_step_decided_for_other_passes_after_it():
     rec = _training_record("dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del")
     assert next(s for s in rec.steps if s.spec == "remat").notes["recompute"] == "all"
-    same = rec.rerun("dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse{max_size=64},del")
+    same = thunderlab.rerun(rec, "dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse{max_size=64},del")
     assert same.reused == 5  # remat would decide alike: reused with everything before the changed fuse
-    other = rec.rerun("dce,cse,autodiff,remat,claim{executors=inductor+torch},del")  # no fuse any more
+    other = thunderlab.rerun(rec, "dce,cse,autodiff,remat,claim{executors=inductor+torch},del")  # no fuse any more
     assert other.reused == 3
     assert next(s for s in other.steps if s.spec == "remat").notes["recompute"] == "views"
 

@@ -54,7 +54,7 @@ def test_a_pass_that_changes_the_random_stream_is_named():
     rec = thunderlab.jit(_draws, pipeline="cse,claim,test-drop-unused-draws,del")
     x = torch.randn(16)  # records hold inputs weakly: bisection needs them alive
     rec(x)
-    found = thunderlab.last_record(rec).bisect()
+    found = thunderlab.bisect(thunderlab.last_record(rec))
     assert found is not None and found.spec == "test-drop-unused-draws"
 
 
@@ -118,7 +118,7 @@ def test_a_pass_that_returns_a_copy_where_eager_returns_a_view_is_named():
     rec = thunderlab.jit(_view_of_intermediate, pipeline="dce,test-copy-transposes,cse,claim{executors=torch},del")
     a, b = rec(x)
     assert torch.equal(a.t(), b) and not torch._C._is_alias_of(a, b)  # what verification catches: same values
-    found = thunderlab.last_record(rec).bisect()
+    found = thunderlab.bisect(thunderlab.last_record(rec))
     assert found is not None and found.spec == "test-copy-transposes" and "aliasing" in found.detail
 
 
@@ -132,7 +132,7 @@ def test_returned_views_of_inputs_are_remade_by_the_runtime_so_a_copy_there_is_n
 
 def test_a_program_that_returns_an_input_where_eager_returns_a_copy_fails_verification():
     from thunderlab.core.program import Program
-    from thunderlab.passes.runner import Reference, verify
+    from thunderlab.passes.verification import Reference, verify
 
     def f(x):
         return x.clone()

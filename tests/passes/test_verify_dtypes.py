@@ -3,7 +3,7 @@ float16 model is not reported as wrong for rounding eager does differently, and 
 import torch
 
 import thunderlab
-from thunderlab.passes.runner import compare, tolerances
+from thunderlab.passes.verification import compare, tolerances
 
 
 class Block(torch.nn.Module):

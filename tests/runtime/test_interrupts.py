@@ -69,7 +69,7 @@ def test_threads_calling_while_a_region_compiles_in_the_background_get_eager_res
     for t in threads:
         t.join(timeout=120)
     assert not errors and not wrong
-    assert rec.wait(120)
+    assert thunderlab.session(rec).wait(120)
     versions = {v for r in rec.timings().values() for _, v in r["history"]}
     assert "torch" in versions  # the calls overlapped the background compile or ran before it
     torch.testing.assert_close(j(xs[1]), f(xs[1]))

@@ -181,12 +181,15 @@ def test_the_records_of_a_dropped_function_keep_no_parameters_inputs_or_compiled
     torch.testing.assert_close(j(x), expected)
     record = thunderlab.last_record(j)
     table = record.table()
-    refs = {"parameter": weakref.ref(model.w), "input": weakref.ref(x), "compiled program": weakref.ref(record.runner),
-            "captured graph module": weakref.ref(record.eager.__self__)}
+    live = thunderlab.session(record)
+    refs = {"parameter": weakref.ref(model.w), "input": weakref.ref(x), "compiled program": weakref.ref(live.runner),
+            "captured graph module": weakref.ref(live.eager.__self__), "session": weakref.ref(live)}
     if options.get("verify"):
-        refs["eager's output"] = weakref.ref(torch.utils._pytree.tree_leaves(record.reference.outputs)[0])
-    del j, model, x, expected
+        refs["eager's output"] = weakref.ref(torch.utils._pytree.tree_leaves(live.reference.outputs)[0])
+    del j, model, x, expected, live
     gc.collect()
     assert [name for name, r in refs.items() if r() is not None] == []
-    # the record itself stays in the process's list: its steps can still be read
-    assert record in thunderlab.records() and record.table() == table and record.example_inputs is None
+    # the record itself stays in the process's list: its steps can still be read; its live part is gone
+    assert record in thunderlab.records() and record.table() == table
+    with pytest.raises(thunderlab.NotLive, match="session needs .*the function it was compiled from was dropped"):
+        thunderlab.session(record)

@@ -27,7 +27,7 @@ def test_profiling_a_record_runs_its_fused_inductor_kernels_and_a_rerun_its_own(
     assert not any(n in ("aten::sin", "aten::cos", "aten::tanh") for n in names), names
     assert rec.kernels is kernels
     # a re-run without fuse has no region: its own program runs the ops one by one
-    plain = rec.rerun("dce,cse,claim{executors=inductor+torch},del")
+    plain = thunderlab.rerun(rec, "dce,cse,claim{executors=inductor+torch},del")
     unfused = profile_record(plain)
     assert set(unfused) == {"(outside regions)"}
     assert {"aten::sin", "aten::cos", "aten::tanh"} <= {k["name"] for k in unfused["(outside regions)"]}

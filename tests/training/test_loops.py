@@ -312,13 +312,14 @@ def test_jitted_module_in_a_training_loop_compiles_once_and_its_regions_switch_t
         assert got == pytest.approx(ref, rel=1e-4, abs=1e-5), f"step {i}"
         if i == 2:  # the compiles run while the loop goes on; wait for them once, mid-loop
             rec = thunderlab.last_record(jm)
-            assert rec.wait(600), {n: r.error for n, r in rec.regions.items()}
-            assert rec.regions and all(r.version == "inductor" for r in rec.regions.values()), \
-                {n: (r.version, r.error) for n, r in rec.regions.items()}
+            regions = thunderlab.session(rec).regions
+            assert thunderlab.session(rec).wait(600), {n: r.error for n, r in regions.items()}
+            assert regions and all(r.version == "inductor" for r in regions.values()), \
+                {n: (r.version, r.error) for n, r in regions.items()}
             # every region was built by the worker process, or says why it had to be built here
-            why = {n: r.compiled_here_because for n, r in rec.regions.items()}
-            assert all(r.compiled_in == "worker process" or why[n] for n, r in rec.regions.items()), why
-            assert any(r.compiled_in == "worker process" for r in rec.regions.values()), why
+            why = {n: r.compiled_here_because for n, r in regions.items()}
+            assert all(r.compiled_in == "worker process" or why[n] for n, r in regions.items()), why
+            assert any(r.compiled_in == "worker process" for r in regions.values()), why
     assert len(jm.records) == 1 and jm.cache_info["misses"] == 1, jm.cache_info
-    assert all(r.version == "inductor" for r in thunderlab.last_record(jm).regions.values())
+    assert all(r.version == "inductor" for r in thunderlab.session(thunderlab.last_record(jm)).regions.values())
     assert_close_params(eager, compiled, atol=1e-5, rtol=1e-4)

@@ -40,8 +40,9 @@ CELLS = [
     # 3: a record whose inputs are gone: it was called on a tensor nobody keeps
     "import gc\n"
     "def gone(t):\n    return t * 2 + 1\n"
-    "thunderlab.jit(gone, pipeline=PIPE)(torch.randn(3))\n"
-    "thunderlab.records()[-1].wait(30); gc.collect()",
+    "jgone = thunderlab.jit(gone, pipeline=PIPE)\n"
+    "jgone(torch.randn(3))\n"
+    "thunderlab.session(thunderlab.records()[-1]).wait(30); gc.collect()",
     # 4: the kernel answers malformed data for two records: a summary with a step cut short, traces that are a number
     "from thunderlab.jupyter import comm\n"
     "def _summary(self, record, _real=comm.Handler._record_summary):\n"

@@ -118,7 +118,7 @@ def record_from_payload(data: dict, source_file: str | None = None) -> CompileRe
                           None if v is None else Verification(v["ok"], v["structural"], v["max_error"], v["detail"]),
                           s["error"], dict(s["notes"]), saved=s["traces"]))
     return CompileRecord(data["name"], list(data["inputs"]), data["pipeline"], steps, error=data["error"],
-                         created=data["created"], kernels=data.get("kernels"), document=data,
+                         created=data["created"], regions=data["regions"], kernels=data.get("kernels"), document=data,
                          source_file=source_file)
 
 

@@ -11,12 +11,10 @@ import html
 import json
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .serialize import RecordPayload
 
-if TYPE_CHECKING:  # annotations only: a record imports this module to render itself
-    from .record import CompileRecord
+# a record (``thunderlab.inspect.record``) imports this module to render itself: this one never imports it
 
 # the views' one bundle (extension/src/views.ts): a classic script defining ``thunderlabViews``; the
 # notebook widget loads the same file as an ES module (thunderlab/jupyter/widget.py)
@@ -82,7 +80,7 @@ def payload_html(payload: dict, title: str, *, bundle_src: str | None = None) ->
     return _PAGE.format(title=_title(title), payload=script_safe_json(payload), bundle=script, start=_START)
 
 
-def to_html(record: CompileRecord, path: str | Path | None = None) -> str:
+def to_html(record, path: str | Path | None = None) -> str:
     """The report's HTML text for ``record``; written to ``path`` when given."""
     text = payload_html(RecordPayload(record).to_dict(), f"thunderlab · {record.name} · {record.pipeline}")
     if path is not None:

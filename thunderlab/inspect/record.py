@@ -3,12 +3,8 @@ from __future__ import annotations
 
 import itertools
 import time
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import torch
 
 from thunderlab.core.program import Program
 
@@ -86,49 +82,6 @@ class Step:
 
 _uids = itertools.count()
 
-# name -> function(record, ...): filled by thunderlab.api (see CompileRecord.rerun)
-VERBS: dict[str, Callable] = {}
-
-
-def _verb(name: str) -> Callable:
-    try:
-        return VERBS[name]
-    except KeyError:
-        raise RuntimeError(f"record.{name}() needs thunderlab.api: import thunderlab first") from None
-
-
-class HeldInputs:
-    """The inputs a record was compiled for: tensors held weakly unless ``strong``, other values as they are.
-
-    A record must not keep a model's parameters or a batch of data alive after the user let go of
-    them; checks that need the inputs (bisection, timing a re-run) take them while they live,
-    or are given inputs, or the function is compiled with ``keep_inputs=True``.
-    """
-
-    __slots__ = ("_refs", "strong")
-
-    def __init__(self, values, strong: bool = False):
-        self.strong = strong
-        self._refs = tuple(v if strong or not isinstance(v, torch.Tensor) else weakref.ref(v) for v in values)
-
-    def get(self) -> tuple | None:
-        """The inputs, or None once any tensor among them has been freed."""
-        out = []
-        for r in self._refs:
-            if isinstance(r, weakref.ref):
-                r = r()
-                if r is None:
-                    return None
-            out.append(r)
-        return tuple(out)
-
-    def alive(self) -> bool:
-        return self.get() is not None
-
-    def weakly(self) -> HeldInputs:
-        """The same inputs, their tensors held weakly."""
-        return self if not self.strong else HeldInputs(self._refs)
-
 
 @dataclass
 class CompileRecord:
@@ -141,14 +94,11 @@ class CompileRecord:
     error: str | None = None
     created: float = field(default_factory=time.time)
     graph_index: int = 0
-    # what re-running needs: the captured program and the inputs it was captured for
-    captured: Program | None = field(default=None, repr=False)
-    held_inputs: HeldInputs | None = field(default=None, repr=False)
-    reference: Any = field(default=None, repr=False)
-    eager: Any = field(default=None, repr=False)  # the captured graph run by PyTorch itself: bisection's reference
-    regions: dict = field(default_factory=dict, repr=False)  # name -> the live runner of each fusion region
-    # the compiled program (all inputs, lifted ones included, in held_inputs' order); None until bound
-    runner: Any = field(default=None, repr=False)
+    # per fusion region, as the payload keeps it (executor, version running, error, history, timings, code; a
+    # live record's also device and compile_seconds): a snapshot the runtime takes when the program is compiled,
+    # when the record is handed out (``thunderlab.last_record``, ``records``), waited on, saved, profiled or shown
+    # in the sidebar, and when its function is dropped
+    regions: dict[str, dict] = field(default_factory=dict)
     # the latest kernel-level profile of one call: {region: [{name, count, self_cpu_us, device_us}]}
     kernels: dict[str, list[dict]] | None = None
     reused: int = 0  # passes taken unchanged from the record this one was re-run from
@@ -163,21 +113,19 @@ class CompileRecord:
         return self.document is not None
 
     def timings(self) -> dict:
-        """Per fusion region: which version runs, when it switched, and count/median/min per version."""
-        if self.loaded:
-            return {name: {"executor": r["executor"], "running": r["version"], "error": r["error"],
-                           "history": r["history"], "timings": r["timings"]}
-                    for name, r in self.document.get("regions", {}).items()}
-        return {name: r.summary() for name, r in self.regions.items()}
+        """Per fusion region: which version runs, when it switched, and count/median/min per version.
 
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until every region's fused kernel is compiled (or failed); True if all are ready."""
-        return all(r.wait(timeout) for r in self.regions.values())
+        As of the record's snapshot (see ``regions``); ``thunderlab.session(rec).timings()`` reads the running
+        regions of a live record.
+        """
+        return {name: {"executor": r["executor"], "running": r["version"], "error": r["error"],
+                       "history": r["history"], "timings": r["timings"]}
+                for name, r in self.regions.items()}
 
     @property
-    def example_inputs(self) -> tuple | None:
-        """The inputs this record was compiled for, while they are alive (see ``HeldInputs``); else None."""
-        return self.held_inputs.get() if self.held_inputs is not None else None
+    def captured(self) -> Program | None:
+        """The captured program (step 0's), which re-runs start from; None for a record loaded from a file."""
+        return self.steps[0].program if self.steps else None
 
     @property
     def program(self) -> Program | None:
@@ -224,7 +172,7 @@ class CompileRecord:
         return graph_diff(sa.graph(trace, expand_regions=expand_regions),
                           sb.graph(trace, expand_regions=expand_regions))
 
-    # views and tools; each lives in its own module and is imported when used
+    # views; each lives in its own module (which never imports this one) and is imported when used
 
     def payload(self):
         """The lazy JSON payload ("thunderlab.record/v1") of this record: ``summary()``, ``step(i)``, ``to_dict()``."""
@@ -243,22 +191,6 @@ class CompileRecord:
         from .html import to_html
 
         return to_html(self, path)
-
-    # The verbs that act on a record (re-run, bisect, compare) need the passes and the runtime, which
-    # sit above this module; they live in thunderlab.api, which installs them in VERBS. These methods
-    # are the same verbs spelled on the record.
-
-    def rerun(self, pipeline: str | None = None) -> CompileRecord:
-        """A new record for an edited pipeline; passes before the first change are reused, not re-run."""
-        return _verb("rerun")(self, pipeline)
-
-    def bisect(self, inputs=None, reference=None):
-        """The first step whose program's outputs differ from eager on ``inputs`` (default: the captured ones)."""
-        return _verb("bisect")(self, inputs, reference)
-
-    def compare(self, other: CompileRecord, *, time: bool = True):
-        """How the pipeline, the program and (with ``time``) the run time changed from this record to ``other``."""
-        return _verb("compare")(self, other, time=time)
 
     def table(self) -> str:
         """The pass table: one row per step with milliseconds, symbols and verification."""

@@ -5,26 +5,25 @@ import difflib
 import io
 import re
 import tokenize
-from typing import TYPE_CHECKING
 
 from .graph import GraphDiff, graph_diff, graph_from_payload
 
-if TYPE_CHECKING:  # annotations only: a record imports this module
-    from .record import CompileRecord, Step
+# a record (``thunderlab.inspect.record``) imports this module for its diffs: this one reads a record's steps
+# and never imports it, so the two make no circle
 
 # Diffs and graph changes of a loaded record: the payload keeps each step's against the step before it
 # that has a program; other pairs are computed from the saved program text (comments left out, as
 # text_diff leaves them out) and graphs.
 
 
-def _previous_with_program(record: CompileRecord, step: Step) -> int | None:
+def _previous_with_program(record, step) -> int | None:
     for s in reversed(record.steps[:step.index]):
         if s.saved is not None:
             return s.index
     return None
 
 
-def _pair(sa: Step, sb: Step, trace: str) -> tuple[dict, dict]:
+def _pair(sa, sb, trace: str) -> tuple[dict, dict]:
     for s in (sa, sb):
         if s.saved is None:
             raise ValueError(f"step {s.index} failed and has no program to compare")
@@ -33,7 +32,7 @@ def _pair(sa: Step, sb: Step, trace: str) -> tuple[dict, dict]:
     return sa.saved[trace], sb.saved[trace]
 
 
-def saved_diff(record: CompileRecord, sa: Step, sb: Step, trace: str) -> str:
+def saved_diff(record, sa, sb, trace: str) -> str:
     """``record.diff(a, b)`` for a loaded record."""
     ta, tb = _pair(sa, sb, trace)
     if _previous_with_program(record, sb) == sa.index and tb["diff"] is not None:
@@ -42,7 +41,7 @@ def saved_diff(record: CompileRecord, sa: Step, sb: Step, trace: str) -> str:
     return "".join(difflib.unified_diff(a, b, f"{sa.index} {sa.spec}", f"{sb.index} {sb.spec}"))
 
 
-def saved_graph_diff(record: CompileRecord, sa: Step, sb: Step, trace: str):
+def saved_graph_diff(record, sa, sb, trace: str):
     """``record.graph_diff(a, b)`` for a loaded record (the views' graphs: regions expanded)."""
     ta, tb = _pair(sa, sb, trace)
     if _previous_with_program(record, sb) == sa.index and tb.get("changes") is not None:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .calls import input_names, saved_for_backward, trace_calls
 from .graph import graph_diff, trace_graph
 
-if TYPE_CHECKING:  # annotations only: a record imports this module to serialize itself
-    from .record import CompileRecord, Step
+# a record (``thunderlab.inspect.record``) imports this module to serialize itself: this one reads a record's
+# fields and steps' fields and never imports it, so the two make no circle
 
 SCHEMA_ID = "thunderlab.record/v1"
 SCHEMA_PATH = Path(__file__).parent / "schema" / "record-v1.json"
@@ -68,12 +68,12 @@ class RecordPayload:
     A record loaded from a file gets back the payload it was loaded from (``SavedPayload``).
     """
 
-    def __new__(cls, record: CompileRecord):
+    def __new__(cls, record):
         if getattr(record, "document", None) is not None:
             return SavedPayload(record.document)
         return super().__new__(cls)
 
-    def __init__(self, record: CompileRecord):
+    def __init__(self, record):
         self.record = record
         self._traces: dict[int, dict | None] = {}
         self._graphs: dict[tuple[int, str], object] = {}
@@ -84,13 +84,13 @@ class RecordPayload:
             self._graphs[key] = trace_graph(self.record.steps[i].program.traces[name], expand_regions=True)
         return self._graphs[key]
 
-    def _previous(self, i: int) -> Step | None:
+    def _previous(self, i: int):
         for s in reversed(self.record.steps[:i]):
             if s.program is not None:
                 return s
         return None
 
-    def _header(self, s: Step) -> dict:
+    def _header(self, s) -> dict:
         v = s.verification
         return {"index": s.index, "spec": s.spec, "seconds": s.seconds, "symbols_before": s.symbols_before,
                 "symbols_after": s.symbols_after, "error": s.error,
@@ -136,20 +136,19 @@ class RecordPayload:
         return {**self._header(self.record.steps[i]), "traces": self.traces(i)}
 
     def regions(self) -> dict:
-        out = {}
-        fuse_notes = {}
+        """Per fusion region, the record's snapshot (see ``CompileRecord.regions``); a region with no kernel code
+        yet shows what ``fuse`` described of it."""
+        described = {}
         for s in self.record.steps:
-            fuse_notes.update(s.notes.get("regions", {}) if isinstance(s.notes.get("regions"), dict) else {})
+            if isinstance(s.notes.get("regions"), dict):
+                described.update(s.notes["regions"])
+        out = {}
         for name, r in self.record.regions.items():
-            summ = r.summary()
-            code = getattr(r, "source", None)
-            if isinstance(code, (list, tuple)):
-                code = "\n\n".join(code)
+            code = r.get("code")
             if code is None:
-                code = fuse_notes.get(name, {}).get("description")
-            out[name] = {"executor": summ["executor"], "version": summ["running"], "error": summ["error"],
-                         "history": jsonable(summ["history"]), "timings": jsonable(summ["timings"]),
-                         "code": code}
+                code = described.get(name, {}).get("description")
+            out[name] = {"executor": r["executor"], "version": r["version"], "error": r["error"],
+                         "history": jsonable(r["history"]), "timings": jsonable(r["timings"]), "code": code}
         return out
 
     def summary(self) -> dict:
@@ -194,7 +193,7 @@ class SavedPayload:
         return self.document
 
 
-def to_json(record: CompileRecord, path: str | Path | None = None, *, indent: int | None = None) -> str:
+def to_json(record, path: str | Path | None = None, *, indent: int | None = None) -> str:
     """The record's whole payload as JSON text; written to ``path`` when given."""
     text = json.dumps(RecordPayload(record).to_dict(), indent=indent, allow_nan=False)
     if path is not None:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from thunderlab.executors import region as _region
 from thunderlab.inspect.serialize import RecordPayload, jsonable
 from thunderlab.runtime import compiled as _compiled
+from thunderlab.runtime.session import refresh
 
 from .protocol import VERSION, ProtocolError, check
 
@@ -28,9 +29,10 @@ def _row(i: int, r) -> dict:
 
 
 def _timings(i: int, r) -> dict:
-    return {"record": i, "regions": {n: {"executor": s["executor"], "version": s["running"], "device": s["device"],
-                                         "timings": jsonable(s["timings"])}
-                                     for n, s in ((n, rr.summary()) for n, rr in r.regions.items())}}
+    refresh([r])
+    return {"record": i, "regions": {n: {"executor": s["executor"], "version": s["version"],
+                                         "device": s.get("device", "cpu"), "timings": jsonable(s["timings"])}
+                                     for n, s in r.regions.items()}}
 
 
 class Handler:
@@ -66,6 +68,7 @@ class Handler:
             raise ProtocolError(
                 f"no record {i} in this kernel ({kept}; the oldest are let go, see thunderlab.set_limits)"
             )
+        refresh([found])  # its regions as they run now
         return found
 
     def _payload(self, i: int) -> RecordPayload:
@@ -109,7 +112,7 @@ class Handler:
         return {"ok": True, "error": None, "pipeline": str(parsed)}
 
     def _record_rerun(self, record: int, pipeline: str) -> dict:
-        from thunderlab.runtime.compiled import rerun
+        from thunderlab.verbs import rerun
 
         new = rerun(self._record(record), pipeline)  # announces itself as record.new
         return {"record": new.uid, "from": record}
@@ -125,10 +128,10 @@ class Handler:
         return {"passes": out}
 
     def _records_compare(self, a: int, b: int, time: bool = False) -> dict:
-        from thunderlab.runtime.compare import compare_records
+        from thunderlab.verbs import compare
 
         ra, rb = self._record(a), self._record(b)
-        c = compare_records(ra, rb, time=time)
+        c = compare(ra, rb, time=time)
         return {"a": a, "b": b, "program_diff": c.program_diff, "symbols": list(c.symbols), "regions": list(c.regions),
                 "seconds": list(c.seconds) if c.seconds else None, "note": c.note,
                 "steps": [{"index": i, "a": sa, "a_ms": ma, "b": sb, "b_ms": mb} for i, sa, ma, sb, mb in c.steps],
@@ -149,8 +152,9 @@ class Handler:
 
         r = self._record(record)
         kernels = profile_record(r)
+        refresh([r])
         return {"record": record, "kernels": jsonable(kernels),
-                "versions": {n: rr.version for n, rr in r.regions.items()}}
+                "versions": {n: rr["version"] for n, rr in r.regions.items()}}
 
     def _timings_subscribe(self, record: int | None = None) -> dict:
         if record is None:

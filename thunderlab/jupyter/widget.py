@@ -16,6 +16,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
 from thunderlab.inspect.html import bundle_text
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.inspect.serialize import RecordPayload
+from thunderlab.runtime.session import refresh
 
 
 def widget_module() -> str:
@@ -63,6 +64,7 @@ class PassDebugger(anywidget.AnyWidget):
 
     def _show(self, record: CompileRecord) -> None:
         self.history.append(record)
+        refresh([record])  # its regions as they run now
         self._payload = RecordPayload(record)
         self._loaded: set[int] = set()
         self.error = record.error or ""
@@ -108,7 +110,7 @@ class PassDebugger(anywidget.AnyWidget):
     def rerun(self, pipeline: str) -> CompileRecord:
         """Re-run with an edited pipeline (reusing the unchanged prefix) and show the new record."""
         from thunderlab.passes import Pipeline
-        from thunderlab.runtime.compiled import rerun, reusable_prefix
+        from thunderlab.verbs import rerun, reusable_prefix
 
         try:
             parsed = Pipeline.parse(pipeline)

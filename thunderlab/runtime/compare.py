@@ -8,15 +8,18 @@ from dataclasses import dataclass, field
 import torch
 
 from thunderlab.inspect.record import CompileRecord
-from thunderlab.passes.runner import fresh_copies
+from thunderlab.passes.verification import fresh_copies
 
 from .compiled import program_runner
+from .session import live, session_of
 
 
 def time_program(record: CompileRecord, repeats: int = 20, warmup: int = 3, wait_s: float = 300.0,
                  inputs: tuple | None = None) -> float:
     """Median seconds of one call of the record's compiled program (its fused kernels built) on copies of its inputs."""
-    inputs = inputs if inputs is not None else record.example_inputs
+    session = live(record, "timing a record's program", "its compiled program and the inputs it was compiled for",
+                   "compare with time=False")
+    inputs = inputs if inputs is not None else session.example_inputs
     if inputs is None or record.program is None:
         raise ValueError(f"{record!r} has no final program, or its inputs are gone (records hold tensors weakly; "
                          f"compile with thunderlab.jit(..., keep_inputs=True) to time it later)")
@@ -25,7 +28,7 @@ def time_program(record: CompileRecord, repeats: int = 20, warmup: int = 3, wait
     times = []
     with torch.no_grad():
         fn(*inputs)  # a region's first call starts its fused kernel's compile; the timing waits for it
-        record.wait(wait_s)
+        session.wait(wait_s)
         for i in range(warmup + repeats):
             t0 = time.perf_counter()
             fn(*inputs)
@@ -88,8 +91,13 @@ def compare_records(a: CompileRecord, b: CompileRecord, *, time: bool = True) ->
         sb = b.steps[i] if i < len(b.steps) else None
         rows.append((i, sa and sa.spec, sa and sa.ms, sb and sb.spec, sb and sb.ms))
     seconds, note = None, ""
-    ia, ib = a.example_inputs, b.example_inputs  # held here while both are timed
-    if time and (ia is None or ib is None):
+    sa, sb = session_of(a), session_of(b)
+    ia, ib = (s.example_inputs if s is not None else None for s in (sa, sb))  # held here while both are timed
+    if time and (sa is None or sb is None):
+        dead = a if sa is None else b
+        note = (f"record {dead.name!r} has no live session in this process (its function was dropped), so it has "
+                f"no program to run; compare records of a live function to time them")
+    elif time and (ia is None or ib is None):
         note = ("the inputs the records were compiled for are gone (records hold tensors weakly; "
                 "compile with keep_inputs=True to time later)")
     elif time:

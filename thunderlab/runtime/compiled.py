@@ -16,11 +16,13 @@ from thunderlab.core.program import Program
 from thunderlab.executors import inductor
 from thunderlab.executors.base import bind
 from thunderlab.executors.region import PENDING, PROFILING, start_pending
-from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
+from thunderlab.inspect.record import CompileRecord, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
-from thunderlab.passes.runner import current_reference, eager_reference, verify
+from thunderlab.passes.runner import observers, structure
+from thunderlab.passes.verification import NumericCheck, eager_reference
 
 from .autograd import training_callable
+from .session import HeldInputs, Session, end, live, open_session, sessions
 
 _RECORDS: list[CompileRecord] = []
 # called with each record once its pipeline has run (the JupyterLab sidebar and record_to listen here)
@@ -73,6 +75,12 @@ def set_limits(*, records: int | None = None, shapes: int | None = None,
     if kernels is not None:
         inductor.keep_recent(kernels)
     return {"records": _RECORDS.maxlen, "shapes": _LIMITS["shapes"], "kernels": inductor.recent_limit()}
+
+
+def keep(record: CompileRecord) -> None:
+    """Add a record made in this process (a compile's, a re-run's) to the process's list, and tell the listeners."""
+    _RECORDS.append(record)
+    _announce(record)
 
 
 def _announce(record: CompileRecord) -> None:
@@ -179,13 +187,11 @@ class CompiledGraph:
 
         TorchDynamo keeps the callable it was given in the compiled function's module globals for good;
         what stays there afterwards is this empty object. The process's list keeps the newest records
-        as data; each of this graph's records (and their re-runs) lets go of its live part here.
+        as data; the session of each of this graph's records (and of their re-runs) ends here.
         """
-        made = [r for r in (*self.records, *_RECORDS) if r.uid in self.made]
-        captured = {id(r.captured) for r in made if r.captured is not None}  # alive here, so the ids are unique
-        for r in (*made, *_RECORDS):
-            if r.uid in self.made or id(r.captured) in captured:
-                let_go(r)
+        for s in sessions():  # this graph's records' and their re-runs'
+            if s.family in self.made:
+                end(s)
         self.cache.clear()
         self.records = []
         self.made = set()
@@ -216,17 +222,19 @@ class CompiledGraph:
         capture_s = time.perf_counter() - t0
         program = Program({"forward": trace})
         full_inputs = tuple(args) + tuple(lifted)
-        # the inputs are kept by reference (not copied) so that bisection and re-runs can check numerics later
-        record.captured, record.reference, record.eager = program, reference, self.eager
+        # the inputs are kept by reference (not copied) so that bisection and re-runs can check numerics later;
         # verify=True checks re-runs against eager too, on these inputs: asking for it keeps them
-        record.held_inputs = HeldInputs(full_inputs, strong=self.options.keep_inputs or self.options.verify)
-        record.steps.append(
-            Step(0, "capture", capture_s, program, 0, program.count(), verify(program, full_inputs, reference))
-        )
+        held = HeldInputs(full_inputs, strong=self.options.keep_inputs or self.options.verify)
+        session = open_session(record, held=held, eager=self.eager, reference=reference)
+        views = trace.meta.get("input_views")  # the outputs the runtime re-makes as views of inputs
+        check = NumericCheck(full_inputs, reference, views) if reference is not None else None
+        step0 = Step(0, "capture", capture_s, program, 0, program.count(), structure(program))
+        if check is not None and step0.verification.ok:
+            check(step0)
+        record.steps.append(step0)
         try:  # steps reach the record as they finish, so an interrupted compile keeps them
-            _steps, final, error = run_pipeline(program, self.options.pipeline, observer=record.steps.append,
-                                                inputs=full_inputs if reference is not None else None,
-                                                reference=reference)
+            _steps, final, error = run_pipeline(program, self.options.pipeline,
+                                                observer=observers(check, record.steps.append))
         except KeyboardInterrupt:
             record.error = (
                 f"interrupted (KeyboardInterrupt) at step {record.steps[-1].index} {record.steps[-1].spec!r}; "
@@ -242,8 +250,9 @@ class CompiledGraph:
         if error:
             record.error = error
             raise CompileError(error, record)
-        fn = _program_callable(record, final, tiered=self.options.tiered, timing=self.options.timing)
-        record.runner = _marked(fn, record.uid)
+        fn = _program_callable(session, program, final, tiered=self.options.tiered, timing=self.options.timing)
+        session.runner = _marked(fn, record.uid)
+        session.refresh()
         entry = _Entry(fn, lifted, record, trace.meta.get("written_inputs", ()))
         self.cache[key] = entry
         while len(self.cache) > _LIMITS["shapes"]:
@@ -252,34 +261,19 @@ class CompiledGraph:
         return entry
 
 
-def let_go(record: CompileRecord) -> None:
-    """Release what a record holds only to run or check its function: the compiled program, its regions' kernels,
-    the captured graph (eager) and eager's outputs (with copies of the inputs); inputs held strongly are held
-    weakly from now on. Its steps stay, to read, re-run, bisect and time (on inputs still alive).
-
-    For the records of a function that was dropped: held strongly (``verify=True``, ``keep_inputs=True``), the
-    inputs include the model's parameters, which must not outlive the model in the process's list of records.
-    """
-    record.runner = record.eager = record.reference = None
-    if record.held_inputs is not None:
-        record.held_inputs = record.held_inputs.weakly()
-    for region in record.regions.values():
-        region.release()
-
-
-def _program_callable(record: CompileRecord, final: Program, *, tiered: bool, timing: bool):
-    """The function running ``final`` (all inputs, lifted ones included); its regions' runners land in the record."""
-    trace = record.captured.forward
+def _program_callable(session: Session, captured: Program, final: Program, *, tiered: bool, timing: bool):
+    """The function running ``final`` (all inputs, lifted ones included); its regions' runners land in the session."""
+    trace = captured.forward
     # with a backward trace, regions run inside an autograd.Function, where no op records a graph
     run_options = {"tiered": tiered, "timing": timing,
                    "grad_enabled": torch.is_grad_enabled() and "backward" not in final.traces}
     off = tuple(trace.meta.get("autocast", {}))  # called under torch.autocast: its casts are in the program
     if "backward" in final.traces:
-        fn = training_callable(final, regions=record.regions, options=run_options, autocast_off=off)
+        fn = training_callable(final, regions=session.regions, options=run_options, autocast_off=off)
         if not torch.is_grad_enabled():  # called under no_grad, the function turns grad on (enable_grad)
             fn = _with_grad(fn)
     else:
-        fn = bind(final.forward, regions=record.regions, options=run_options)
+        fn = bind(final.forward, regions=session.regions, options=run_options)
     if off:
         fn = without_autocast(fn, off)
     if trace.meta.get("recorded_writes"):
@@ -307,18 +301,20 @@ def _marked(fn, uid: int):
 
 
 def program_runner(record: CompileRecord):
-    """The function that runs ``record``'s final program on all its inputs (``record.example_inputs``' order).
+    """The function that runs ``record``'s final program on all its inputs (its session's ``example_inputs``' order).
 
     A record made by a call is run by the very function its calls run; a re-run's program is bound
     here once, with its regions compiled on their first call (not in the background).
     """
-    if record.runner is None:
+    session = live(record, "running the record's program", "its regions and compiled program")
+    if session.runner is None:
         final = record.program
         if record.error is not None or final is None or record.captured is None:
             raise ValueError(f"record {record.uid} ({record.name}) has no program to run"
                              + (f": {record.error.splitlines()[0]}" if record.error else ""))
-        record.runner = _marked(_program_callable(record, final, tiered=False, timing=False), record.uid)
-    return record.runner
+        session.runner = _marked(_program_callable(session, record.captured, final, tiered=False, timing=False),
+                                 record.uid)
+    return session.runner
 
 
 def _with_grad(fn):
@@ -335,63 +331,3 @@ class CompileError(RuntimeError):
     def __init__(self, msg: str, record: CompileRecord):
         super().__init__(msg)
         self.record = record
-
-
-def reusable_prefix(record: CompileRecord, pipeline: Pipeline) -> int:
-    """How many of ``record``'s passes ``pipeline`` would run unchanged: same spec, same registered class."""
-    from thunderlab.passes.base import REGISTRY
-
-    specs, old = pipeline.enabled(), record.steps[1:]
-    k = 0
-    while (k < len(specs) and k < len(old) and old[k].error is None and old[k].program is not None
-           and str(specs[k]) == old[k].spec and old[k].pass_type is REGISTRY.get(specs[k].name)
-           and _resolves_alike(specs, k, old[k])):
-        k += 1
-    return k
-
-
-def _resolves_alike(specs, k: int, step) -> bool:
-    """Whether pass ``k`` would run as it did, given the passes now after it (see ``Pass.in_pipeline``)."""
-    if step.resolved is None:
-        return True
-    try:
-        return repr(specs[k].instantiate().in_pipeline(tuple(specs[k + 1:]))) == step.resolved
-    except Exception:  # a spec that no longer instantiates is re-run, and reports its error there
-        return False
-
-
-def rerun(record: CompileRecord, pipeline: str | None = None, *, observer=None) -> CompileRecord:
-    """Run an edited pipeline on a record's captured program; a new record.
-
-    Steps before the first pass that changed (by spec, or because its name now means a
-    newly registered class) are taken from ``record`` as they are; the rest run anew.
-    """
-    if record.captured is None:
-        raise ValueError("this record has no captured program to re-run")
-    parsed = Pipeline.parse(pipeline if pipeline is not None else record.pipeline)
-    k = reusable_prefix(record, parsed)
-    new = CompileRecord(record.name, record.inputs, str(parsed), graph_index=record.graph_index,
-                        captured=record.captured, held_inputs=record.held_inputs, reference=record.reference,
-                        eager=record.eager,
-                        reused=k)
-    new.steps.extend(record.steps[:1 + k])
-    verifying = record.reference is not None
-    if verifying and record.example_inputs is None:
-        raise ValueError(GONE)
-    # checked against eager on the inputs as they are now, as bisect checks: the saved outputs belong to the
-    # inputs as they were when the record was made (a training step has updated the parameters since)
-    reference = current_reference(record, record.example_inputs) if verifying else None
-    rest = Pipeline(parsed.enabled()[k:])
-    steps, _final, error = run_pipeline(new.steps[-1].program, rest, observer=observer, first_index=k + 1,
-                                        inputs=record.example_inputs if verifying else None, reference=reference)
-    new.steps.extend(steps)
-    new.error = error
-    _RECORDS.append(new)
-    _announce(new)
-    return new
-
-
-GONE = ("the inputs this record was compiled for are gone (records hold tensors weakly, so that they never keep "
-         "data or parameters alive); pass the inputs to use, or compile with thunderlab.jit(..., keep_inputs=True)")
-
-

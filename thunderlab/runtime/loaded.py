@@ -18,10 +18,13 @@ from thunderlab.core.program import Program
 from thunderlab.core.proxies import ScalarInput, TensorProxy, dtype_short
 from thunderlab.core.symbols import SourceInfo, Symbol
 from thunderlab.core.trace import Trace
-from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
+from thunderlab.inspect.record import CompileRecord, Step
 from thunderlab.ops.prims import PRIMS
 from thunderlab.ops.torch_ops import LTORCH
-from thunderlab.passes.runner import current_reference, verify
+from thunderlab.passes.runner import structure
+from thunderlab.passes.verification import current_reference
+
+from .session import HeldInputs, open_session
 
 # what ``prims.<name>`` and ``ltorch.<name>`` in a printed program stand for (the symbols filed by name)
 _NAMESPACES = {"prims": PRIMS, "ltorch": LTORCH}
@@ -214,19 +217,20 @@ def fresh_inputs(program: Program) -> tuple:
 
 
 def live_record(record: CompileRecord) -> CompileRecord:
-    """A record to re-run in place of a loaded one: its captured program rebuilt, fresh inputs held, and
-    verification against that program run with torch on them (there is no eager function to compare with)."""
+    """A record to re-run in place of a loaded one: its captured program rebuilt, and a session holding fresh
+    inputs and, as the reference of verification, that program run with torch on them (there is no eager
+    function to compare with)."""
     program = captured_program(record)
     for p in program.forward.inputs:
         if isinstance(p, TensorProxy) and p.device.type != "cpu" and not _device_available(p.device):
             raise NotRebuildable(f"{_why(record)}: input {p.name} is on {p.device}, which this process does not have")
     inputs = fresh_inputs(program)
     s0 = record.steps[0]
-    step = Step(0, "capture", s0.seconds, program, 0, program.count(), verify(program),
+    step = Step(0, "capture", s0.seconds, program, 0, program.count(), structure(program),
                 notes={"inputs": FRESH_INPUTS, "loaded_from": record.source_file})
-    live = CompileRecord(record.name, record.inputs, record.pipeline, [step], captured=program,
-                         held_inputs=HeldInputs(inputs, strong=True))
-    live.reference = current_reference(live, inputs)  # the rebuilt program run by torch: what every step must equal
+    live = CompileRecord(record.name, record.inputs, record.pipeline, [step])
+    # the rebuilt program run by torch: what every step must equal
+    open_session(live, held=HeldInputs(inputs, strong=True), reference=current_reference(program, inputs))
     return live
 
 

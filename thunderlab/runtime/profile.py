@@ -8,7 +8,8 @@ from torch.profiler import profile as torch_profile
 from thunderlab.executors.region import PROFILING
 from thunderlab.inspect.record import CompileRecord
 
-from .compiled import GONE, RECORD_MARK, program_runner
+from .compiled import RECORD_MARK, program_runner
+from .session import GONE, live
 
 REGION_MARK = "thunderlab::"
 OUTSIDE = "(outside regions)"
@@ -66,13 +67,14 @@ def profile_record(record: CompileRecord, *, wait_s: float = 300.0) -> dict[str,
     updates them once more). Regions whose fused kernel is not built yet are built first (one
     call starts them, then this waits up to ``wait_s``), so the profile shows the fused kernels.
     """
-    inputs = record.example_inputs
+    session = live(record, "profile", "the inputs it was compiled for and its compiled program")
+    inputs = session.example_inputs
     if inputs is None:
         raise ValueError(GONE)
     run = program_runner(record)
-    if not all(r.ready.is_set() for r in record.regions.values()):
+    if not all(r.ready.is_set() for r in session.regions.values()):
         run(*inputs)
-        record.wait(wait_s)
+        session.wait(wait_s)
     _, by_record = profile_records(run, *inputs)
     record.kernels = by_record.get(record.uid, {})
     return record.kernels

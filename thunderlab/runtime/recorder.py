@@ -20,6 +20,7 @@ from thunderlab.inspect.document import SUFFIX, write_payload
 from thunderlab.inspect.serialize import RecordPayload
 
 from .compiled import RECORD_LISTENERS
+from .session import refresh
 
 ENV = "THUNDERLAB_RECORDS"
 ENV_MAX_FILES = "THUNDERLAB_RECORDS_MAX_FILES"
@@ -100,6 +101,7 @@ class RecordWriter:
         stem = f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(record.created))}-p{os.getpid()}"
         stem += f"-rank{rank}" if rank is not None else ""
         path = self.directory / f"{stem}-{self._seq:04d}-{name}{SUFFIX}"
+        refresh([record])  # its regions as they are now
         payload = RecordPayload(record)
         for i in range(len(record.steps)):  # step by step, pausing between (see DUTY)
             t0 = time.perf_counter()

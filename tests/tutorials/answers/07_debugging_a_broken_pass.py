@@ -36,4 +36,4 @@ class StrengthReduce(thunderlab.Pass):
         return program.map(fixed_strength_reduce)
 
 
-fixed_record = record.rerun()
+fixed_record = thunderlab.rerun(record)
