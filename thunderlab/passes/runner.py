@@ -224,8 +224,8 @@ def _run(program, pipeline, observer, first_index):
         try:  # the interface is read through the training contract: check that first
             check_program(nxt)
             moved = signature_change(interface, signature(nxt))
-            if moved and p.changes_inputs:  # the caller passes the new inputs; the captured ones no longer fit
-                interface, moved, inputs, reference = signature(nxt), "", None, None
+            if moved and p.changes_inputs:  # the caller passes the new inputs (a numeric check stops here too)
+                interface, moved = signature(nxt), ""
         except VerificationError as e:
             moved = str(e)
         ver = Verification(False, moved, detail=moved) if moved else structure(nxt, checked)

@@ -208,9 +208,13 @@ class NumericCheck:
         self.checked: list[int] = []
         self.failed: Step | None = None
         self._last: tuple[Program, Verification] | None = None
+        self.stopped = False  # a pass changed what the program takes (fsdp's shards): the inputs no longer fit
 
     def __call__(self, step: Step) -> None:
         if step.program is None:
+            return
+        if self.stopped or getattr(step.pass_type, "changes_inputs", False):
+            self.stopped = True  # this step and every later one keep the runner's structural verdict
             return
         v = step.verification
         if v is not None and v.structural != "ok":
