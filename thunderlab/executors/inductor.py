@@ -60,7 +60,7 @@ class InductorExecutor(FusionExecutor):
             return False, f"{s.qualname} is bookkeeping"
         if s.communicates:
             return False, f"{s.qualname} is a collective: torch.distributed runs it"
-        if s.side_effect:
+        if bsym.side_effect:
             return False, f"{s.qualname} writes to an argument"
         if draws(bsym):  # dropout that drops, attention with dropout: each op says when (ops.rules.DRAWS)
             return False, f"{s.qualname} is random: inductor's generator differs from eager torch's"

@@ -100,7 +100,7 @@ def _backprop(bw: Trace, bsyms, needs, grads) -> None:
             continue
         if not any(p.name in needs for p in b.inputs):
             continue
-        if b.sym.side_effect and not b.outputs:
+        if b.side_effect and not b.outputs:
             continue
         pairs = _with_grads(bw, b, grads)
         if pairs is NotImplemented:  # the rule declined these arguments: go through the decomposition

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import BoundSymbol, Kind, Symbol
-from thunderlab.core.trace import Trace, region_trace
+from thunderlab.core.trace import Trace
 from thunderlab.executors.base import EXECUTORS
 
 from .base import Pass, register_pass
@@ -74,7 +74,7 @@ def _plan(trace: Trace, max_size: int):
         elif b.sym.communicates:
             open_groups.clear()  # collectives keep their place and order: no region spans one
             why[b.id] = "communicates with other processes (torch.distributed), so it stays in place"
-        elif b.sym.side_effect:
+        elif b.side_effect:
             open_groups.clear()  # a write orders everything around it: no region spans it
             why[b.id] = "writes to an argument, so it stays in place"
         elif ex is None or not ex.fusion:
@@ -152,7 +152,7 @@ def fuse_trace(trace: Trace, counter: list[int], max_size: int) -> Trace:
                 deps[u].add(d)
         if last_barrier is not None and last_barrier != u:
             deps[u].add(last_barrier)
-        if b.sym.side_effect or b.sym.communicates:
+        if b.side_effect or b.sym.communicates:
             deps[u] |= {unit_of_call[j] for j in range(i)} - {u}
             last_barrier = u
         for o in b.outputs:
@@ -179,25 +179,27 @@ def _region(group: _Group, counter, out_names, trace) -> BoundSymbol:
     outputs = tuple(p for b in members for p in b.outputs if p.name in out_names or p.name in consumers)
     name = f"{group.executor}{counter[0]}"
     counter[0] += 1
-    sym = Symbol(name, Kind.FUSION, qualname=name)
-    region = BoundSymbol(sym, tuple(inputs), {}, outputs, tuple(members), members[-1].source, executor=group.executor)
-    sym.impl = _EagerRegion(region)  # what printed programs and verification run
-    return region
+    # what printed programs and verification run: the members one by one with torch
+    sym = Symbol(name, Kind.FUSION, impl=_EagerRegion(name, tuple(inputs), tuple(members), outputs), qualname=name)
+    return BoundSymbol(sym, tuple(inputs), {}, outputs, tuple(members), members[-1].source, executor=group.executor)
 
 
 class _EagerRegion:
     """Runs a region's members one by one with torch: what a region does before it is compiled."""
 
-    def __init__(self, bsym: BoundSymbol):
-        self.bsym = bsym
+    def __init__(self, name: str, inputs: tuple, members: tuple[BoundSymbol, ...], outputs: tuple):
+        self._parts = (name, inputs, members, outputs)
         self._fn = None
 
     def __call__(self, *args):
         if self._fn is None:
             from thunderlab.executors.base import bind
 
-            self._fn = bind(region_trace(self.bsym).derive(
-                bound_symbols=[b.replace(executor="torch") for b in self.bsym.subsymbols]))
+            name, inputs, members, outputs = self._parts
+            # the region's own trace (as ``region_trace`` gives it), built when first run: most never are
+            names = {p.name for p in inputs} | {p.name for b in members for p in b.outputs}
+            self._fn = bind(Trace(name=name, inputs=list(inputs), output=outputs, _names=names,
+                                  bound_symbols=[b.replace(executor="torch") for b in members]))
         return self._fn(*args)
 
 

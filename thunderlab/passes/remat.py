@@ -21,7 +21,7 @@ POLICIES = ("auto", "all", "views")
 
 def recomputable(b: BoundSymbol, policy: str = "all") -> bool:
     s = b.sym
-    if s.tags & _NEVER or s.kind is Kind.OPAQUE:
+    if b.tags & _NEVER or s.kind is Kind.OPAQUE:
         return False
     return policy == "all" or Tag.VIEW in s.tags
 
