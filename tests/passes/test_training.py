@@ -302,7 +302,7 @@ def _split(fn, *args):
         return gm.forward
 
     torch.compile(fn, backend=backend, fullgraph=True)(*args)  # TorchDynamo's graph, grad-mode calls included
-    trace, _ = lower(graphs[0], args)
+    trace = lower(graphs[0], args)[0].forward
     program = split(trace)
     return trace, program
 

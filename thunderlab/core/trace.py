@@ -31,8 +31,6 @@ class Trace:
     inputs: list = field(default_factory=list)
     bound_symbols: list[BoundSymbol] = field(default_factory=list)
     output: Any = None
-    # facts passes hand on (e.g. which outputs backward differentiates)
-    meta: dict = field(default_factory=dict, repr=False)
     _names: set = field(default_factory=set, repr=False)
     # derive() shares the namespace until either trace adds a name: a record keeps every step's trace, and most
     # passes add none, so copying it at once would cost a set per trace per step
@@ -85,7 +83,6 @@ class Trace:
             inputs=list(self.inputs),
             bound_symbols=list(self.bound_symbols),
             output=self.output,
-            meta=dict(self.meta),
             _names=self._names,
             _names_shared=True,
             _counter=self._counter,

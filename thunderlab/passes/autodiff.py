@@ -225,7 +225,7 @@ class Autodiff(Pass):
         if "backward" in program.traces:
             return program
         training = split(program.forward)
-        return program if training is None else training
+        return program if training is None else program.with_traces(training.traces, training.training)
 
     def describe(self, before: Program, after: Program) -> dict:
         if "backward" not in after.traces:

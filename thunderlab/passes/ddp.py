@@ -123,7 +123,7 @@ class DDP(Pass):
                 for g, part in zip(grads, parts):
                     averaged[g.name] = ltorch.reshape(part, g.shape)
         new.output = tuple(averaged[o.name] if i in params else o for i, o in enumerate(outs))
-        return Program({**program.traces, "backward": new}, program.training)
+        return program.with_traces({**program.traces, "backward": new}, program.training)
 
     def describe(self, before: Program, after: Program) -> dict:
         bw = after.backward

@@ -153,7 +153,7 @@ class Remat(Pass):
         new_bw = bw.derive(inputs=list(new_saved) + list(grads), bound_symbols=moved + list(bw.bound_symbols))
         new_fw = dce_trace(fw.derive(output=(out, tuple(new_saved))))
         training = Training(saved=[p.name for p in new_saved], grad_of=program.training.grad_of)
-        return Program({"forward": new_fw, "backward": new_bw}, training)
+        return program.with_traces({"forward": new_fw, "backward": new_bw}, training)
 
     def describe(self, before: Program, after: Program) -> dict:
         if "backward" not in after.traces:

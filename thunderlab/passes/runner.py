@@ -37,7 +37,8 @@ def _mark_origins(before: Program | None, after: Program, origin: str) -> None:
 
 
 class _Snapshot:
-    """What a pass may not change in the program it is given: the traces and each one's calls, inputs, output, facts.
+    """What a pass may not change in the program it is given: the traces and each one's calls, inputs, output; the
+    training contract and the boundary.
 
     Taken before a pass runs, compared by identity after it returns (cheap: no copies of calls),
     and used to put back an input the pass changed, so earlier steps of a record stay as they were.
@@ -46,7 +47,8 @@ class _Snapshot:
     def __init__(self, program: Program):
         self.program = program
         self.traces = dict(program.traces)
-        self.parts = {n: (list(t.bound_symbols), list(t.inputs), t.output, tree_flatten(t.output), dict(t.meta))
+        self.contracts = (program.training, program.boundary)
+        self.parts = {n: (list(t.bound_symbols), list(t.inputs), t.output, tree_flatten(t.output))
                       for n, t in program.traces.items()}
 
     def changes(self) -> list[str]:
@@ -56,7 +58,7 @@ class _Snapshot:
                 self.program.traces[n] is not t for n, t in self.traces.items()):
             found.append(f"its traces ({', '.join(self.traces)} became {', '.join(self.program.traces)})")
         for n, t in self.traces.items():
-            calls, inputs, output, leaves, meta = self.parts[n]
+            calls, inputs, output, leaves = self.parts[n]
             if len(t.bound_symbols) != len(calls) or any(a is not b for a, b in zip(t.bound_symbols, calls)):
                 found.append(f"trace {n!r}'s calls ({len(calls)} became {len(t.bound_symbols)}, or were replaced)")
             if len(t.inputs) != len(inputs) or any(a is not b for a, b in zip(t.inputs, inputs)):
@@ -64,20 +66,21 @@ class _Snapshot:
             now = tree_flatten(t.output)
             if t.output is not output or len(now) != len(leaves) or any(a is not b for a, b in zip(now, leaves)):
                 found.append(f"trace {n!r}'s output")
-            if t.meta.keys() != meta.keys() or any(t.meta[k] is not v for k, v in meta.items()):
-                found.append(f"trace {n!r}'s meta")
+        if self.program.training is not self.contracts[0]:
+            found.append("its training contract")
+        if self.program.boundary is not self.contracts[1]:
+            found.append("its boundary")
         return found
 
     def restore(self) -> None:
         self.program.traces.clear()
         self.program.traces.update(self.traces)
         for n, t in self.traces.items():
-            calls, inputs, output, _, meta = self.parts[n]
+            calls, inputs, output, _ = self.parts[n]
             t.bound_symbols[:] = calls
             t.inputs[:] = inputs
             t.output = output
-            t.meta.clear()
-            t.meta.update(meta)
+        self.program.training, self.program.boundary = self.contracts
 
 
 def signature(program: Program) -> tuple[list, list]:
@@ -159,7 +162,7 @@ def eager_reference(fn, inputs, autocast: dict | None = None) -> Reference:
     """Run ``fn`` (eager PyTorch) on copies of ``inputs``, seeded as verification runs are.
 
     ``autocast`` is the ``torch.autocast`` to run it under (device type -> dtype, as a program captured under
-    autocast keeps it in ``trace.meta["autocast"]``); None runs it under the autocast in force now.
+    autocast keeps it in ``Program.boundary.autocast``); None runs it under the autocast in force now.
     """
     fresh = fresh_copies(inputs)
     with torch.no_grad(), seeded(), (amp.entered(autocast) if autocast is not None else contextlib.nullcontext()):
@@ -173,8 +176,7 @@ def current_reference(record, inputs) -> Reference:
     A reference saved at compile time belongs to the inputs as they were then: a training step since
     (an optimizer's update of the parameters) or the call itself (a write into an input) changes them.
     """
-    captured = record.steps[0].program.forward
-    autocast = captured.meta.get("autocast", {})
+    autocast = dict(record.steps[0].program.boundary.autocast)
     if record.eager is not None:
         n = len(record.inputs)  # lifted constants follow the graph's own inputs: eager uses its own
         return eager_reference(record.eager, inputs[:n], autocast)
@@ -268,7 +270,7 @@ def verify(program: Program, inputs=None, reference=None, checked: dict | None =
         if ok:  # which outputs are views of an input or of each other, as the runtime returns them
             from thunderlab.core.aliases import alias_change, alias_relations, remake_input_views
 
-            views = program.forward.meta.get("input_views") if views is None else views
+            views = program.boundary.input_views if views is None else views
             if views:
                 out = remake_input_views(out, fresh, views)
             why = alias_change(alias_relations(out, fresh[:len(ref_in)]), alias_relations(ref_out, ref_in))
@@ -303,7 +305,7 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
     checked = {b.meta_key(): b for t in program for b in t.bound_symbols}  # verified at its own step
     specs = pipeline.enabled()
     interface = signature(program)
-    views = program.forward.meta.get("input_views") if "forward" in program.traces else None
+    views = program.boundary.input_views
     for offset, spec in enumerate(specs):
         index = first_index + offset
         before = current.count()
@@ -397,7 +399,7 @@ def bisect(record, inputs=None, reference=None) -> Bisection | None:
     if reference is None:
         reference = current_reference(record, inputs)
     checked: list[int] = []
-    views = steps[0].program.forward.meta.get("input_views") if steps else None  # the runtime re-makes these
+    views = steps[0].program.boundary.input_views if steps else None  # the runtime re-makes these
     # every step in order, not a binary search: a pass can break a program that a later pass repairs (dce
     # dropping what was wrong), and the answer must be the step a re-run's verification would blame first
     last: tuple[Program, Verification] | None = None

@@ -30,11 +30,12 @@ def _rebuild(structure, values):
 
 
 def training_callable(program: Program, *, regions: dict | None = None, options: dict | None = None,
-                      autocast_off=()):
+                      autocast_off=(), recorded_writes: tuple[int, ...] = ()):
     """A function running ``program``'s forward under autograd, with its backward as the gradient.
 
     ``autocast_off``: device types whose autocast is turned off while either program runs (the backward
-    too: ``loss.backward()`` may be called inside the autocast block).
+    too: ``loss.backward()`` may be called inside the autocast block). ``recorded_writes``: the inputs the
+    caller writes after the call (``Boundary.recorded_writes``).
     """
     fw_trace, bw_trace = program.forward, program.traces["backward"]
     # inside autograd.Function.forward nothing records a graph whatever the grad mode; the
@@ -64,7 +65,7 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     dense = tensor_slots == list(range(n_inputs))  # every input is a tensor: gradients need no placing
     single = grad_slots[0][0] if len(grad_slots) == 1 and len(grad_slots[0]) == 1 else None
     # inputs the caller writes after the call (see Functionalizer.finish): backward keeps their values as they were
-    rewritten = fw_trace.meta.get("recorded_writes", ())
+    rewritten = recorded_writes
 
     class ThunderlabFunction(torch.autograd.Function):
         @staticmethod

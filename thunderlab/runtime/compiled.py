@@ -212,9 +212,8 @@ class CompiledGraph:
         if self.options.verify and self.eager is not None:
             reference = eager_reference(self.eager, args)
         t0 = time.perf_counter()
-        trace, lifted = self.capture(args)
+        program, lifted = self.capture(args)
         capture_s = time.perf_counter() - t0
-        program = Program({"forward": trace})
         full_inputs = tuple(args) + tuple(lifted)
         # the inputs are kept by reference (not copied) so that bisection and re-runs can check numerics later
         record.captured, record.reference, record.eager = program, reference, self.eager
@@ -244,7 +243,7 @@ class CompiledGraph:
             raise CompileError(error, record)
         fn = _program_callable(record, final, tiered=self.options.tiered, timing=self.options.timing)
         record.runner = _marked(fn, record.uid)
-        entry = _Entry(fn, lifted, record, trace.meta.get("written_inputs", ()))
+        entry = _Entry(fn, lifted, record, program.boundary.written_inputs)
         self.cache[key] = entry
         while len(self.cache) > _LIMITS["shapes"]:
             _, old = self.cache.popitem(last=False)
@@ -269,24 +268,24 @@ def let_go(record: CompileRecord) -> None:
 
 def _program_callable(record: CompileRecord, final: Program, *, tiered: bool, timing: bool):
     """The function running ``final`` (all inputs, lifted ones included); its regions' runners land in the record."""
-    trace = record.captured.forward
+    boundary = record.captured.boundary  # the frontend's word on writes and aliases, whatever the passes did
     # with a backward trace, regions run inside an autograd.Function, where no op records a graph
     run_options = {"tiered": tiered, "timing": timing,
                    "grad_enabled": torch.is_grad_enabled() and "backward" not in final.traces}
-    off = tuple(trace.meta.get("autocast", {}))  # called under torch.autocast: its casts are in the program
+    off = tuple(device for device, _ in boundary.autocast)  # called under torch.autocast: its casts are in the program
     if "backward" in final.traces:
-        fn = training_callable(final, regions=record.regions, options=run_options, autocast_off=off)
+        fn = training_callable(final, regions=record.regions, options=run_options, autocast_off=off,
+                               recorded_writes=boundary.recorded_writes)
         if not torch.is_grad_enabled():  # called under no_grad, the function turns grad on (enable_grad)
             fn = _with_grad(fn)
     else:
         fn = bind(final.forward, regions=record.regions, options=run_options)
     if off:
         fn = without_autocast(fn, off)
-    if trace.meta.get("recorded_writes"):
-        fn = with_recorded_writes(fn, trace.meta["recorded_writes"])
-    views = trace.meta.get("input_views")
-    if views:
-        fn = with_input_views(fn, views)
+    if boundary.recorded_writes:
+        fn = with_recorded_writes(fn, boundary.recorded_writes)
+    if boundary.input_views:
+        fn = with_input_views(fn, boundary.input_views)
     return fn
 
 

@@ -75,8 +75,7 @@ def captured_program(record: CompileRecord) -> Program:
                 _statement(stmt, env, trace, record)
     if trace.output is None:
         raise NotRebuildable(f"{_why(record)}: its captured program does not return")
-    trace.meta.update(input_views=[], written_inputs=[], recorded_writes=[], autocast={})
-    return Program({"forward": trace})
+    return Program({"forward": trace})  # a file keeps no boundary: the rebuilt program writes and aliases nothing
 
 
 def _sources(text: str) -> dict[int, SourceInfo]:
