@@ -4,7 +4,7 @@
 import { callDiffView } from "./calldiff";
 import { checkPayload, MAX_PROBLEMS, SCHEMA, type Graph, type GraphEdge, type GraphNode, type Payload, type Problem, type Step } from "./payload";
 import { selectionOf } from "./selection";
-import { inputsLine, notesView, programView, stepTimingsView, verificationWords, STEP_CSS } from "./stepinfo";
+import { declineRows, inputsLine, notesView, programView, stepTimingsView, verificationWords, STEP_CSS } from "./stepinfo";
 
 // the payload's types live in the bottom module; re-exported for the modules that import them from here
 export type { Changes, Graph, GraphEdge, GraphNode, Payload, Region, Step, Trace, Verification } from "./payload";
@@ -348,13 +348,9 @@ export function timingsView(p: Payload): HTMLElement {
     h("thead", {}, h("tr", {}, ...["region", "executor", "version", "count", "median ms", "min ms", "error"].map((t) => h("th", {}, t)))), body);
 }
 
-/** Per call id: the executors that declined it and why, from the latest claim step up to ``step``. */
+/** Per call id: the executors that declined it and why, from every step's notes up to ``step`` (see ``declineRows``). */
 export function declinesAt(p: Payload, step: number): Record<string, [string, string][]> {
-  for (let i = Math.min(step, p.steps.length - 1); i >= 0; i--) {
-    const notes = p.steps[i].notes as { declines?: Record<string, [string, string][]> } | null;
-    if (notes && notes.declines) return notes.declines;
-  }
-  return {};
+  return Object.fromEntries(declineRows(p, step).map(({ id, reasons }) => [id.replace(/^b/, ""), reasons]));
 }
 
 function tabs(labels: string[], active: string, onPick: (l: string) => void): HTMLElement {

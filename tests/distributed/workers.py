@@ -97,7 +97,7 @@ def run_case(case: str, rank: int, world: int) -> dict:
         tl = thunderlab.distributed.ddp(model, bucket_mb=0.01)  # small buckets: several all-reduces overlap backward
         train(model, tl, batches, loss_of, rank, no_sync=tl.no_sync if how == "no_sync" else None)
         note = tl.record().steps[[s.spec.split("{")[0] for s in tl.record().steps].index("ddp")]
-        extra = {"buckets": len(note.notes.get("buckets", [])) if isinstance(note.notes, dict) else None}
+        extra = {"buckets": len(note.notes.get("buckets", []))}
     elif how == "torch_ddp_around_compiled":
         wrapped = DDP(torch.compile(model, backend="thunderlab"))
         train(model, wrapped, batches, loss_of, rank)

@@ -96,7 +96,7 @@ class RecordPayload:
                 "symbols_after": s.symbols_after, "error": s.error,
                 "verification": None if v is None else {"ok": v.ok, "structural": v.structural,
                                                        "max_error": jsonable(v.max_error), "detail": v.detail},
-                "notes": jsonable(s.notes)}
+                "notes": jsonable(s.notes.to_json())}
 
     def traces(self, i: int) -> dict | None:
         """Step ``i``'s traces: program text, graph, diff against the previous step and stats."""
@@ -139,7 +139,8 @@ class RecordPayload:
         out = {}
         fuse_notes = {}
         for s in self.record.steps:
-            fuse_notes.update(s.notes.get("regions", {}) if isinstance(s.notes.get("regions"), dict) else {})
+            regions = s.notes.get("regions")  # a pass that made regions names them in this fact
+            fuse_notes.update(regions if isinstance(regions, dict) else {})
         for name, r in self.record.regions.items():
             summ = r.summary()
             code = getattr(r, "source", None)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from thunderlab.core.notes import Decline, Notes
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import BoundSymbol, Kind, Symbol
 from thunderlab.core.trace import Trace
@@ -239,9 +240,9 @@ class Fuse(Pass):
         counter = [0]
         return program.map(lambda t: fuse_trace(t, counter, self.max_size))
 
-    def describe(self, before: Program, after: Program) -> dict:
+    def describe(self, before: Program, after: Program) -> Notes:
         regions = {}
-        left_out = {}
+        left_out = []
         for t in after:
             for b in t.bound_symbols:
                 if b.sym.is_region:
@@ -250,5 +251,10 @@ class Fuse(Pass):
                                            "member_ids": [s.id for s in b.subsymbols],
                                            "description": owner.describe(b) if owner is not None else None}
                 elif b.declined and b.executor == "torch":
-                    left_out[b.id] = b.declined[-1][1]
-        return {"regions": regions, "left_out": left_out}
+                    left_out.append(Decline(b.id, "fuse", b.declined[-1][1]))
+        members = sum(r["members"] for r in regions.values())
+        summary = (f"{len(regions)} region{'s' if len(regions) != 1 else ''} from {members} calls" if regions
+                   else "no region")
+        if left_out:
+            summary += f"; {len(left_out)} calls left to torch"
+        return Notes(summary, {"regions": regions}, tuple(left_out))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 import networkx as nx
 from networkx.algorithms.flow import boykov_kolmogorov
 
+from thunderlab.core.notes import Notes, byte_text
 from thunderlab.core.program import Program, Training
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, Kind, Tag, next_id
@@ -155,11 +156,14 @@ class Remat(Pass):
         training = Training(saved=[p.name for p in new_saved], grad_of=program.training.grad_of)
         return program.with_traces({"forward": new_fw, "backward": new_bw}, training)
 
-    def describe(self, before: Program, after: Program) -> dict:
+    def describe(self, before: Program, after: Program) -> Notes:
         if "backward" not in after.traces:
-            return {}
+            return Notes()
         b0, b1 = before.saved, after.saved
         recomputed = sum(1 for b in after.traces["backward"].bound_symbols if b.origin == "remat")
-        return {"saved_bytes_before": saved_bytes(b0), "saved_bytes_after": saved_bytes(b1),
-                "saved_before": len(b0), "saved_after": len(b1), "recomputed": recomputed,
-                "recompute": self.policy, "why": getattr(self, "_why", "") or f"recompute={self.recompute}"}
+        why = getattr(self, "_why", "") or f"recompute={self.recompute}"
+        return Notes(f"recompute={self.policy} ({why}): saved {len(b0)} values ({byte_text(saved_bytes(b0))}) -> "
+                     f"{len(b1)} ({byte_text(saved_bytes(b1))}), {recomputed} calls recomputed in backward",
+                     {"saved_bytes_before": saved_bytes(b0), "saved_bytes_after": saved_bytes(b1),
+                      "saved_before": len(b0), "saved_after": len(b1), "recomputed": recomputed,
+                      "recompute": self.policy, "why": why})

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from thunderlab.core import amp
+from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import tree_flatten
 from thunderlab.core.verify import VerificationError, check_program, check_trace
@@ -81,6 +82,19 @@ class _Snapshot:
             t.inputs[:] = inputs
             t.output = output
         self.program.training, self.program.boundary = self.contracts
+
+
+def as_notes(notes, name: str) -> Notes:
+    """A pass's ``describe`` result as ``Notes``. A dict (a pass written before notes were typed) is its facts, its
+    ``"summary"`` entry, if any, the summary."""
+    if isinstance(notes, Notes):
+        return notes
+    if isinstance(notes, dict):
+        facts = dict(notes)
+        summary = facts.pop("summary", "")
+        return Notes(summary if isinstance(summary, str) else str(summary), facts)
+    raise TypeError(f"describe returned {type(notes).__name__}; return thunderlab.passes.Notes(summary, facts) "
+                    f"(pass {name!r})")
 
 
 def signature(program: Program) -> tuple[list, list]:
@@ -327,7 +341,7 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
             seconds = time.perf_counter() - t0
             _mark_origins(current, nxt, spec.name)
             doing = "describing its result"
-            notes = p.describe(current, nxt)
+            notes = as_notes(p.describe(current, nxt), spec.name)
             resolved = repr(p)
         except KeyboardInterrupt:  # the user stopped it: say so in the record, then let it stop the caller
             if snapshot.changes():
@@ -342,7 +356,8 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
             seconds = time.perf_counter() - t0
             msg = f"pass {spec.name!r} (step {index}) raised {type(e).__name__} while {doing}: {e}"
             step = Step(index, str(spec), seconds, None, before, before, error=msg,
-                        notes={"traceback": traceback.format_exc()}, pass_type=type(p) if p is not None else None)
+                        notes=Notes(facts={"traceback": traceback.format_exc()}),
+                        pass_type=type(p) if p is not None else None)
             steps.append(step)
             if observer:
                 observer(step)

@@ -14,6 +14,7 @@ import re
 
 import torch
 
+from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import ScalarInput, TensorProxy, dtype_short
 from thunderlab.core.symbols import SourceInfo, Symbol
@@ -227,7 +228,7 @@ def live_record(record: CompileRecord) -> CompileRecord:
     inputs = fresh_inputs(program)
     s0 = record.steps[0]
     step = Step(0, "capture", s0.seconds, program, 0, program.count(), verify(program),
-                notes={"inputs": FRESH_INPUTS, "loaded_from": record.source_file})
+                notes=Notes(facts={"inputs": FRESH_INPUTS, "loaded_from": record.source_file}))
     live = CompileRecord(record.name, record.inputs, record.pipeline, [step], captured=program,
                          held_inputs=HeldInputs(inputs, strong=True))
     live.reference = current_reference(live, inputs)  # the rebuilt program run by torch: what every step must equal

@@ -261,7 +261,21 @@ var record_v1_default = {
             }
           ]
         },
-        notes: { type: "object", description: "facts the pass reported, e.g. claim's declines or remat's saved bytes" },
+        notes: {
+          type: "object",
+          description: "what the pass did: {summary, facts, declines} (thunderlab.core.notes.Notes); files written before notes were typed hold the pass's facts as one object, which readers take as its facts",
+          properties: {
+            summary: { type: "string", description: "one line, in words" },
+            facts: { type: "object", description: "named facts: numbers, names, small tables" },
+            declines: {
+              description: "per call, an executor that said no: [call id, executor, reason] (older files: call id -> [[executor, reason]])",
+              oneOf: [
+                { type: "array", items: { type: "array", prefixItems: [{ type: "integer" }, { type: "string" }, { type: "string" }], minItems: 3, maxItems: 3 } },
+                { type: "object" }
+              ]
+            }
+          }
+        },
         traces: {
           description: "null when the step failed, or in a summary before the step's detail is loaded",
           oneOf: [{ type: "null" }, { type: "object", additionalProperties: { $ref: "#/$defs/trace" } }]
@@ -425,6 +439,20 @@ var record_v1_default = {
 
 // src/payload.ts
 var SCHEMA = "thunderlab.record/v1";
+function readNotes(notes) {
+  const n = notes && typeof notes === "object" ? notes : {};
+  const keys = Object.keys(n);
+  if (keys.length === 3 && typeof n.summary === "string" && Array.isArray(n.declines) && n.facts && typeof n.facts === "object") {
+    return n;
+  }
+  const { summary, declines, left_out, ...facts } = n;
+  const out = [];
+  for (const [id, reasons] of Object.entries(declines && typeof declines === "object" ? declines : {})) {
+    for (const [ex, why] of reasons) out.push([Number(id), ex, why]);
+  }
+  for (const [id, why] of Object.entries(left_out && typeof left_out === "object" ? left_out : {})) out.push([Number(id), "fuse", String(why)]);
+  return { summary: typeof summary === "string" ? summary : "", facts, declines: out };
+}
 var MAX_PROBLEMS = 100;
 var ROOT = record_v1_default;
 function resolve(ref) {
@@ -793,54 +821,33 @@ function verificationWords(v) {
   if (v.max_error != null) return { text: `✓ numbers match eager (max err ${v.max_error.toExponential(1)})`, cls: "tl-ok", title: "outputs compared with eager PyTorch on the captured inputs" };
   return { text: "✓ structure only", cls: "tl-ok tl-structural", title: "the program is well formed; numbers were not compared (thunderlab.jit(..., verify=True) compares them)" };
 }
-function noteLines(spec, notes) {
-  const n = notes ?? {};
-  const pass = spec.replace(/^-/, "").split("{")[0].trim();
-  const out = [];
-  if (!Object.keys(n).length) return out;
-  if (pass === "claim") {
-    const by = Object.entries(n.by_executor ?? {}).map(([k, v]) => `${k} ${v}`).join(", ");
-    out.push(`claim handed out the calls: ${by || "none"}`);
-    out.push(`${n.kept_whole ?? 0} calls kept whole, ${n.decomposed ?? 0} decomposed` + (n.decomposed_symbols?.length ? ` (${n.decomposed_symbols.join(", ")})` : ""));
-    const declined = Object.keys(n.declines ?? {}).length;
-    if (declined) out.push(`${declined} calls were declined by at least one executor (see "why not fused" below)`);
-  } else if (pass === "fuse") {
-    const regions = Object.entries(n.regions ?? {});
-    const members = regions.reduce((s, [, r]) => s + (r.members ?? 0), 0);
-    out.push(regions.length ? `fuse made ${regions.length} regions from ${members} calls: ` + regions.slice(0, 8).map(([k, r]) => `${k} (${r.members} calls, ${r.executor})`).join(", ") + (regions.length > 8 ? ", …" : "") : "fuse made no region");
-    const left = Object.keys(n.left_out ?? {}).length;
-    if (left) out.push(`${left} calls left to torch (see "why not fused" below)`);
-  } else if (pass === "remat") {
-    out.push(`remat decided: recompute=${n.recompute ?? "?"} (${n.why ?? "no reason given"})`);
-    if (n.saved_before != null) {
-      out.push(`saved for backward: ${n.saved_before} values (${bytes(n.saved_bytes_before ?? 0)}) → ${n.saved_after} values (${bytes(n.saved_bytes_after ?? 0)}); ${n.recomputed ?? 0} calls recomputed in backward`);
-    }
-  } else if (pass === "autodiff") {
-    if (n.differentiated === false) out.push("autodiff: nothing requires grad, no backward trace");
-    else out.push(`autodiff saved ${(n.saved ?? []).length} values for backward (${bytes(n.saved_bytes ?? 0)})`);
-  } else {
-    for (const [k, v] of Object.entries(n)) {
-      if (k === "traceback") continue;
-      const text = typeof v === "string" ? v : JSON.stringify(v);
-      out.push(`${k}: ${text.length > 200 ? text.slice(0, 199) + "…" : text}`);
-    }
+function factText(v) {
+  const scalar = (x) => x === null || ["string", "number", "boolean"].includes(typeof x);
+  let text;
+  if (scalar(v)) text = String(v);
+  else if (Array.isArray(v)) text = v.every(scalar) ? v.join(", ") || "none" : `${v.length} entries`;
+  else {
+    const entries = Object.entries(v);
+    text = entries.length <= 8 && entries.every(([, x]) => scalar(x)) ? entries.map(([k, x]) => `${k} ${x}`).join(", ") || "none" : `${entries.length} entries`;
   }
+  return text.length > 200 ? text.slice(0, 199) + "…" : text;
+}
+function noteLines(notes) {
+  const n = readNotes(notes);
+  const out = [];
+  if (n.summary) out.push(n.summary);
+  for (const [k, v] of Object.entries(n.facts)) if (k !== "traceback") out.push(`${k.replace(/_/g, " ")}: ${factText(v)}`);
+  const declined = new Set(n.declines.map(([id]) => id)).size;
+  if (declined) out.push(`${declined} calls were declined by at least one executor (see "why not fused" below)`);
   return out;
 }
 function declineRows(p, step) {
   const by = /* @__PURE__ */ new Map();
-  const last = Math.min(step, p.steps.length - 1);
-  let claim = -1;
-  for (let i = last; i >= 0 && claim < 0; i--) if (p.steps[i].notes?.declines) claim = i;
-  if (claim >= 0) for (const [id, r] of Object.entries(p.steps[claim].notes.declines)) by.set(`b${id}`, r.slice());
-  for (let i = Math.max(0, claim); i <= last; i++) {
-    const n = p.steps[i].notes;
-    if (n?.left_out) {
-      for (const [id, why] of Object.entries(n.left_out)) {
-        const list = by.get(`b${id}`) ?? [];
-        if (!list.some(([, w]) => w === why)) list.push(["fuse", why]);
-        by.set(`b${id}`, list);
-      }
+  for (let i = 0; i <= Math.min(step, p.steps.length - 1); i++) {
+    for (const [id, ex, why] of readNotes(p.steps[i].notes).declines) {
+      const list = by.get(`b${id}`) ?? [];
+      if (!list.some(([e, w]) => e === ex && w === why)) list.push([ex, why]);
+      by.set(`b${id}`, list);
     }
   }
   return [...by].map(([id, reasons]) => ({ id, reasons }));
@@ -890,7 +897,7 @@ function notesView(p, st, labels, onSelect) {
     ` · ${ms(st.seconds)} ms · ${st.symbols_before} → ${st.symbols_after} symbols · `,
     h("span", { class: v.cls, title: v.title }, v.text)
   ));
-  const lines = noteLines(st.spec, st.notes);
+  const lines = noteLines(st.notes);
   box.append(lines.length ? h("ul", { class: "tl-notes" }, ...lines.map((l) => h("li", {}, l))) : h("div", { class: "tl-muted" }, st.index === 0 ? "the program TorchDynamo captured" : "this pass reported nothing more"));
   const fw = st.traces?.forward;
   if (fw?.saved) box.append(savedView(fw.saved));
@@ -2156,11 +2163,7 @@ function diffView(diff) {
   return box;
 }
 function declinesAt(p, step) {
-  for (let i = Math.min(step, p.steps.length - 1); i >= 0; i--) {
-    const notes = p.steps[i].notes;
-    if (notes && notes.declines) return notes.declines;
-  }
-  return {};
+  return Object.fromEntries(declineRows(p, step).map(({ id, reasons }) => [id.replace(/^b/, ""), reasons]));
 }
 function tabs(labels, active, onPick) {
   const bar = h("div", { class: "tl-tabs" });
