@@ -35,8 +35,8 @@ class EagerFuser(Executor):
             self.compiled.append(bsym.sym.name)
             return fn, [region.python()]
 
-        return RegionRunner(bsym.sym.name, self.name, fn, build, tiered=options.get("tiered", True),
-                            timing=options.get("timing", False))
+        return RegionRunner(bsym.sym.name, self.name, fn, build, tiered=options.tiered,
+                            timing=options.timing)
 
 
 if "testfuse" not in EXECUTORS:

@@ -20,7 +20,7 @@ import torch
 from thunderlab.core.symbols import BoundSymbol
 from thunderlab.core.trace import Trace, region_trace
 
-from .base import Executor, bind
+from .base import Executor, RunOptions, bind
 from .region import RegionRunner
 
 NEEDS_AUTODIFF = ("its inputs require grad and no autodiff pass ran, so torch runs it "
@@ -53,11 +53,11 @@ class FusionExecutor(Executor):
         """What this executor would make of the fusion region ``bsym``, as text (None: nothing to show)."""
         return None
 
-    def bind_region(self, bsym: BoundSymbol, options: dict) -> RegionRunner:
+    def bind_region(self, bsym: BoundSymbol, options: RunOptions) -> RegionRunner:
         region = torch_region(bsym)
         eager = bind(region)
         device = next((p.device for p in region.tensor_inputs()), torch.device(self.default_device))
-        needs_autograd = options.get("grad_enabled", False) and any(p.requires_grad for p in region.tensor_inputs())
+        needs_autograd = options.grad_enabled and any(p.requires_grad for p in region.tensor_inputs())
 
         def build(args):
             if needs_autograd:
@@ -69,6 +69,6 @@ class FusionExecutor(Executor):
                 raise RuntimeError(NEEDS_AUTODIFF)
             return self.compile_in_background(region, args)
 
-        return RegionRunner(bsym.sym.name, self.name, eager, build, tiered=options.get("tiered", True),
-                            timing=options.get("timing", False), device=device,
+        return RegionRunner(bsym.sym.name, self.name, eager, build, tiered=options.tiered,
+                            timing=options.timing, device=device,
                             compile_in_background=build_in_background)

@@ -16,7 +16,7 @@ from thunderlab.core.trace import Trace
 from thunderlab.ops.rules import draws
 
 from . import compile_process
-from .base import bind, register_executor
+from .base import RunOptions, bind, register_executor
 from .fusion import FusionExecutor, torch_region
 
 # the torch-level or prim calls inductor is not handed
@@ -75,8 +75,8 @@ class InductorExecutor(FusionExecutor):
     def compile(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
         return compile_region(_key(region), region, args)
 
-    def bind_region(self, bsym: BoundSymbol, options: dict):
-        if options.get("tiered", True) and fastpaths.enabled() and all(
+    def bind_region(self, bsym: BoundSymbol, options: RunOptions):
+        if options.tiered and fastpaths.enabled() and all(
                 p.device.type == "cpu" for p in bsym.inputs if hasattr(p, "device")):
             compile_process.start()  # its imports overlap the first call, which runs the region with torch
         return super().bind_region(bsym, options)

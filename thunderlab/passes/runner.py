@@ -16,7 +16,7 @@ from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import tree_flatten
 from thunderlab.core.verify import VerificationError, check_program, check_trace
-from thunderlab.executors.base import bind
+from thunderlab.executors.base import RunOptions, bind
 from thunderlab.inspect.record import Step, Verification
 
 from .base import Pipeline
@@ -145,7 +145,7 @@ def fresh_copies(inputs) -> tuple:
 
 def run_program(program: Program, inputs, trace: str = "forward"):
     """Run one trace of ``program`` with its executors (torch where unclaimed; fusion regions call by call)."""
-    fn = bind(program.traces[trace], options={"eager_regions": True})
+    fn = bind(program.traces[trace], options=RunOptions(eager_regions=True))
     with amp.off():  # a program holds the casts of the autocast it was captured in (see thunderlab.core.amp)
         return fn(*inputs)
 

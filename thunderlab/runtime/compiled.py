@@ -13,7 +13,7 @@ from thunderlab.core.aliases import overlap_with, with_input_views, with_recorde
 from thunderlab.core.amp import without_autocast
 from thunderlab.core.program import Program
 from thunderlab.executors import inductor
-from thunderlab.executors.base import bind
+from thunderlab.executors.base import RunOptions, bind
 from thunderlab.executors.region import PENDING, PROFILING, start_pending
 from thunderlab.inspect.record import CompileRecord, HeldInputs, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
@@ -270,8 +270,8 @@ def _program_callable(record: CompileRecord, final: Program, *, tiered: bool, ti
     """The function running ``final`` (all inputs, lifted ones included); its regions' runners land in the record."""
     boundary = record.captured.boundary  # the frontend's word on writes and aliases, whatever the passes did
     # with a backward trace, regions run inside an autograd.Function, where no op records a graph
-    run_options = {"tiered": tiered, "timing": timing,
-                   "grad_enabled": torch.is_grad_enabled() and "backward" not in final.traces}
+    run_options = RunOptions(tiered=tiered, timing=timing,
+                             grad_enabled=torch.is_grad_enabled() and "backward" not in final.traces)
     off = tuple(device for device, _ in boundary.autocast)  # called under torch.autocast: its casts are in the program
     if "backward" in final.traces:
         fn = training_callable(final, regions=record.regions, options=run_options, autocast_off=off,
