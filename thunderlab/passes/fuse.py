@@ -5,9 +5,10 @@ from dataclasses import dataclass
 
 from thunderlab.core.notes import Decline, Notes
 from thunderlab.core.program import Program
-from thunderlab.core.symbols import BoundSymbol, Kind, Symbol
+from thunderlab.core.symbols import BoundSymbol
 from thunderlab.core.trace import Trace
 from thunderlab.executors.base import EXECUTORS
+from thunderlab.executors.fusion import make_region
 
 from .base import Pass, register_pass
 
@@ -163,45 +164,12 @@ def fuse_trace(trace: Trace, counter: list[int], max_size: int) -> Trace:
 
 def _region(group: _Group, counter, out_names, trace) -> BoundSymbol:
     members = group.members
-    made = {p.name for b in members for p in b.outputs}
-    inputs, seen = [], set()
-    for b in members:
-        for p in b.inputs:
-            if p.name not in made and p.name not in seen:
-                seen.add(p.name)
-                inputs.append(p)
     member_ids = {b.id for b in members}
-    consumers: dict[str, bool] = {}
-    for b in trace.bound_symbols:
-        if b.id in member_ids:
-            continue
-        for p in b.inputs:
-            consumers[p.name] = True
+    consumers = {p.name for b in trace.bound_symbols if b.id not in member_ids for p in b.inputs}
     outputs = tuple(p for b in members for p in b.outputs if p.name in out_names or p.name in consumers)
     name = f"{group.executor}{counter[0]}"
     counter[0] += 1
-    # what printed programs and verification run: the members one by one with torch
-    sym = Symbol(name, Kind.FUSION, impl=_EagerRegion(name, tuple(inputs), tuple(members), outputs), qualname=name)
-    return BoundSymbol(sym, tuple(inputs), {}, outputs, tuple(members), members[-1].source, executor=group.executor)
-
-
-class _EagerRegion:
-    """Runs a region's members one by one with torch: what a region does before it is compiled."""
-
-    def __init__(self, name: str, inputs: tuple, members: tuple[BoundSymbol, ...], outputs: tuple):
-        self._parts = (name, inputs, members, outputs)
-        self._fn = None
-
-    def __call__(self, *args):
-        if self._fn is None:
-            from thunderlab.executors.base import bind
-
-            name, inputs, members, outputs = self._parts
-            # the region's own trace (as ``region_trace`` gives it), built when first run: most never are
-            names = {p.name for p in inputs} | {p.name for b in members for p in b.outputs}
-            self._fn = bind(Trace(name=name, inputs=list(inputs), output=outputs, _names=names,
-                                  bound_symbols=[b.replace(executor="torch") for b in members]))
-        return self._fn(*args)
+    return make_region(name, group.executor, members, outputs)
 
 
 def nvfuser_view(region: BoundSymbol) -> str:
