@@ -17,8 +17,8 @@ $(BIN)/.installed: pyproject.toml Makefile
 
 setup: $(BIN)/.installed
 
-# the views (HTML report, notebook widget) are TypeScript in extension/; their built bundles are
-# committed in thunderlab/*/static, so users never need node; this rebuilds and tests them
+# the views (HTML report, notebook widget) are TypeScript in extension/; their one built bundle is
+# committed as thunderlab/inspect/static/views.js, so users never need node; this rebuilds and tests it
 extension/node_modules/.installed: extension/package.json extension/package-lock.json
 	cd extension && npm ci --no-audit --no-fund --loglevel=error
 	touch $@

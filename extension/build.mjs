@@ -1,6 +1,7 @@
 // Bundles the views with esbuild. Output is deterministic: no timestamps, no source maps.
-//   node build.mjs          -> the two shipped bundles inside the Python package
-//   node build.mjs --test   -> build-test/views.mjs and lab.mjs, the pure helpers for node --test
+//   node build.mjs          -> the one shipped bundle, thunderlab/inspect/static/views.js (the report page and
+//                              the notebook widget both load it; see src/views.ts)
+//   node build.mjs --test   -> build-test/*.mjs, the pure helpers for node --test
 // (the JupyterLab extension itself is built by `npm run build:lab`: tsc, then jupyter-builder)
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";
@@ -11,19 +12,15 @@ const pkg = resolve(here, "..", "thunderlab");
 const common = { bundle: true, target: "es2020", charset: "utf8", legalComments: "none", logLevel: "warning" };
 
 if (process.argv.includes("--test")) {
-  await build({ ...common, entryPoints: [resolve(here, "src/views.ts")], format: "esm", platform: "neutral",
-    outfile: resolve(here, "build-test/views.mjs") });
   await build({ ...common, entryPoints: [resolve(here, "src/graph/pure.ts")], format: "esm", platform: "neutral",
     outfile: resolve(here, "build-test/graph.mjs") });
-  for (const name of ["payload", "calldiff", "stepinfo", "selection", "kernels"]) {
+  for (const name of ["payload", "calldiff", "stepinfo", "selection", "kernels", "record", "textdiff"]) {
     await build({ ...common, entryPoints: [resolve(here, `src/${name}.ts`)], format: "esm", platform: "neutral",
       outfile: resolve(here, `build-test/${name}.mjs`) });
   }
   await build({ ...common, entryPoints: [resolve(here, "src/lab/pure.ts")], format: "esm", platform: "node", packages: "external",
     outfile: resolve(here, "build-test/lab.mjs") });
 } else {
-  await build({ ...common, entryPoints: [resolve(here, "src/report.ts")], format: "iife", platform: "browser",
-    outfile: resolve(pkg, "inspect/static/report.js") });
-  await build({ ...common, entryPoints: [resolve(here, "src/widget.ts")], format: "esm", platform: "browser",
-    outfile: resolve(pkg, "jupyter/static/widget.js") });
+  await build({ ...common, entryPoints: [resolve(here, "src/views.ts")], format: "iife", globalName: "thunderlabViews", platform: "browser",
+    outfile: resolve(pkg, "inspect/static/views.js") });
 }

@@ -146,10 +146,10 @@ def test_report_over_a_folder_of_records(tmp_path):
     assert "<script>alert" not in index and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in index
     assert "<img src=x" not in index and "&lt;img src=x onerror=alert(1)&gt;.thunderlab.json" in index
     pages = sorted((folder / "report").glob("record-*.html"))
-    assert len(pages) == 3 and (folder / "report" / "report.js").exists()
+    assert len(pages) == 3 and (folder / "report" / "views.js").exists()
     for page in pages:
         text = page.read_text()
-        assert '<script src="report.js"></script>' in text and "<script>alert" not in text
+        assert '<script src="views.js"></script>' in text and "<script>alert" not in text
         assert f'href="{page.name}"' in index
     assert "skipped cut.thunderlab.json" in r.stderr
     out = tmp_path / "site"

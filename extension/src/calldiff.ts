@@ -2,7 +2,7 @@
 // passes), so a call that a pass rewrote, moved into a fusion region or handed to another executor shows
 // as that one call changed, side by side, with what changed said in words. Shared by every view.
 import type { Call } from "./payload";
-import { h } from "./views";
+import { h } from "./dom";
 
 export type { Call, Source } from "./payload";
 

@@ -1,7 +1,7 @@
 // The kernels one profiled call ran (thunderlab.profile, or the sidebar's "Profile one call"), per fusion region:
 // the costliest first, names shortened with the full name kept for a title. Shared by every view.
 import type { KernelRow, Kernels } from "./payload";
-import { h } from "./views";
+import { h } from "./dom";
 
 export type { KernelRow, Kernels } from "./payload";
 

@@ -1,6 +1,6 @@
 // Offline HTML report: renders the payload embedded in the page; stepping is local. A payload that is not
 // JSON, or does not follow the schema, gets a panel in the page saying what is wrong (never a blank page).
-import { renderRecord, showProblems } from "./views";
+import { renderRecord, showProblems } from "./record";
 
 const CANNOT = "thunderlab cannot show this report";
 
@@ -19,5 +19,8 @@ function start(): void {
   show(Number.MAX_SAFE_INTEGER);  // the last step (renderRecord clamps)
 }
 
-if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-else start();
+/** Draw the page's record (the report calls this after the bundle; it waits for the page when still loading). */
+export function startReport(): void {
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+}

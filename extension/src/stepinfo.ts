@@ -1,11 +1,10 @@
 // What a step did, in words, for every view: the inputs by name, whether numbers were compared, the pass's
 // notes (a summary, named facts and declines, one shape for every pass), why calls were not fused, the values saved
 // for backward with their bytes, per-step and per-region timings, and the program linked to source lines.
-import type { Call, Source } from "./calldiff";
+import { h, ms } from "./dom";
 import { KERNEL_CSS, kernelsView } from "./kernels";
-import { readNotes, type InputName, type Saved } from "./payload";
+import { readNotes, type Call, type InputName, type Payload, type Saved, type Source, type Step, type Verification } from "./payload";
 import type { SelectionModel } from "./selection";
-import { h, ms, type Payload, type Step, type Verification } from "./views";
 
 export type { InputName, Saved } from "./payload";
 

@@ -1,7 +1,7 @@
 // anywidget front end: the step-through pass debugger. Python owns the state (traits payload,
 // current, status, error); the view renders it and sends requests back as messages. renderRecord checks the
 // payload against its schema first: a malformed one shows what is wrong in the cell's output.
-import { renderRecord } from "./views";
+import { renderRecord } from "./record";
 
 interface Model {
   get(name: string): unknown;
@@ -32,4 +32,4 @@ function render({ model, el }: { model: Model; el: HTMLElement }): () => void {
   return () => { for (const ev of events) model.off?.(ev, paint); };
 }
 
-export default { render };
+export const widget = { render };

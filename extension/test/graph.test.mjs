@@ -3,9 +3,8 @@ import test from "node:test";
 import assert from "node:assert/strict";
 import {
   layoutCompound, searchNodes, nextMatch, changeMarks, changeLegend, changeSummary, crossLinks, nodeDetails,
-  nodeWidth, typeLine, executorsIn,
+  nodeWidth, typeLine, executorsIn, collapseGroups,
 } from "../build-test/graph.mjs";
-import { collapseGroups } from "../build-test/views.mjs";
 
 const N = (id, group = null) => ({ id, width: 100, height: 30, group });
 const inside = (b, g) => b.x >= g.x && b.y >= g.y && b.x + b.width <= g.x + g.width && b.y + b.height <= g.y + g.height;

@@ -3,7 +3,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { classify, moved, parsePipeline, printPipeline, PipelineModel, stepOf, RecordsModel, visibleRows,
   TimingsModel, timingRows, totalCalls } from "../build-test/lab.mjs";
-import { alignLines } from "../build-test/views.mjs";
+import { alignLines } from "../build-test/textdiff.mjs";
 
 test("a pipeline string reads into passes and prints back as thunderlab's parser writes it", () => {
   const text = "dce, -cse ,claim{executors=torch+inductor, decompose=all},fuse,del";

@@ -56,3 +56,30 @@ def test_metadata_trusted_from_tracing_is_checked_again_on_the_plain_path():
     check_trace(t2)  # the fast path trusts tracing's record
     with fast_paths(False), pytest.raises(VerificationError, match="recorded as"):
         check_trace(t2)
+
+
+def test_the_garbage_collector_waits_for_the_passes_only_on_the_fast_path():
+    import gc
+    from dataclasses import dataclass
+
+    from thunderlab.passes import Pass, register_pass
+
+    seen = []
+
+    @register_pass
+    @dataclass(frozen=True)
+    class NoteCollector(Pass):
+        """Notes whether the garbage collector is on."""
+        name = "note-collector"
+
+        def __call__(self, program):
+            seen.append(gc.isenabled())
+            return program
+
+    assert gc.isenabled()
+    for on in (True, False):
+        with fast_paths(on):
+            j = thunderlab.jit(lambda x: x.sin(), pipeline="note-collector")
+            j(torch.randn(3))
+        assert gc.isenabled()  # back on after the pipeline
+    assert seen == [False, True]

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import thunderlab
-from thunderlab.core.codegen import default_namespace
+from thunderlab.core.codegen import Printer, default_namespace, statement
 
 from .golden_fns import GOLDEN_CASES
 
@@ -76,3 +76,52 @@ def test_callable_round_trip_without_comments():
     run = trace.callable(default_namespace())
     for o, e in zip(run(*args), fn(*args)):
         torch.testing.assert_close(o, e)
+
+
+# The line map: the printer says which line holds which call, as torch.fx's codegen does, so nothing has to
+# find calls by reading the text back.
+def test_the_line_map_points_every_call_at_its_statement_regions_included():
+    def f(x, w):
+        return (torch.sin(x @ w) + 1).relu() * 2
+
+    j = thunderlab.jit(f, pipeline="claim{executors=inductor+torch},fuse,del")
+    j(torch.randn(4, 8), torch.randn(8, 8))
+    step = thunderlab.last_record(j).steps[-1]
+    trace = step.program.forward
+    code = trace.python_code(header=step.header())
+    assert code.text == step.python()
+    lines = code.text.split("\n")
+    regions = [b for b in trace.bound_symbols if b.sym.is_region]
+    assert regions, "fuse made no region"
+    expected = [(m, r.sym.name) for r in regions for m in r.subsymbols] + [(b, None) for b in trace.bound_symbols]
+    assert [(c.bsym, c.region) for c in code.calls] == expected
+    for c in code.calls:
+        assert lines[c.line - 1].split("  # ")[0].strip() == statement(Printer(), c.bsym)
+        function = next(ln for ln in reversed(lines[: c.line]) if ln.startswith("def "))
+        assert function.startswith(f"def {c.region or trace.name}(")
+        assert code.call_at(c.line) is c
+    assert code.call_at(1) is None  # the header
+
+
+def test_the_line_map_counts_a_statement_a_custom_printer_spreads_over_two_lines():
+    from thunderlab.core.symbols import Symbol
+    from thunderlab.core.trace import Trace, current_trace
+    from thunderlab.ops import ltorch
+
+    def two_lines(printer, b):  # a statement and a second line of its own, indented like the body
+        return f"{printer.targets(b.output)} = {printer.call(b)}\n    assert {printer.value(b.output)} is not None"
+
+    ident = Symbol("ident", module="torch", impl=lambda a: a, printer=two_lines, qualname="ident",
+                   meta=lambda a: current_trace().proxy(a.shape, a.dtype, a.device))
+    t = Trace("f")
+    x = t.proxy((2,), torch.float32, "cpu", name="x")
+    t.inputs.append(x)
+    with t.active():
+        y = ident(x)
+        t.output = ltorch.sin(y)
+    code = t.python_code(packed=True, header="two\nlines")
+    lines = code.text.split("\n")
+    assert [c.bsym.sym.name for c in code.calls] == ["ident", "sin"]
+    assert lines[code.calls[0].line].split("  # ")[0].strip() == f"assert {y.name} is not None"
+    assert lines[code.calls[1].line - 1].split("  # ")[0].strip() == f"{t.output.name} = ltorch.sin({y.name})"
+    torch.testing.assert_close(t.callable(packed=True)([torch.ones(2)]), torch.sin(torch.ones(2)))

@@ -39,3 +39,18 @@ def test_draws_made_while_a_region_compiles_stand():
     got.append(torch.rand(4))  # after the compile ended
     for i, (g, w) in enumerate(zip(got, want)):
         assert torch.equal(g, w), f"draw {i} differs from eager's stream (a compile set the generator back)"
+
+
+def test_pytorchs_setters_are_back_once_no_compile_runs():
+    from thunderlab.executors.generators import leaving_generators_alone
+
+    own = torch.random.set_rng_state, torch.cuda.set_rng_state
+    state = torch.random.get_rng_state()
+    with leaving_generators_alone():
+        assert torch.random.set_rng_state is not own[0]
+        torch.random.set_rng_state(torch.zeros_like(state))  # on this thread: left alone
+        assert torch.equal(torch.random.get_rng_state(), state)
+        with leaving_generators_alone():  # nested: still in place after the inner block
+            pass
+        assert torch.random.set_rng_state is not own[0]
+    assert (torch.random.set_rng_state, torch.cuda.set_rng_state) == own

@@ -63,8 +63,13 @@ def test_names_of_inputs_and_the_saved_for_backward_set():
     assert all(v["bytes"] == 4 * 4 * 8 or v["bytes"] == 8 * 8 * 4 or v["bytes"] > 0 for v in saved["values"])
 
 
-def test_a_custom_printer_leaves_lines_unknown_rather_than_wrong():
-    rec = _record("claim", torch.randn(4, 8), torch.randn(8, 8))
-    t = rec.steps[1].program.forward
-    text = t.python() + "    extra_line = 1\n"  # one more statement than there are calls
-    assert all(c["line"] is None for c in trace_calls(t, text))
+def test_lines_come_from_the_printer_not_from_reading_the_text():
+    rec = _record("claim{executors=inductor+torch},fuse,del", torch.randn(4, 8), torch.randn(8, 8))
+    t = rec.steps[-1].program.forward
+    code = t.python_code(header="a header\nof two lines")
+    calls = trace_calls(code)
+    lines = code.text.split("\n")
+    assert calls and all(c["line"] is not None for c in calls)
+    assert [c["id"] for c in calls] == [f"b{c.bsym.id}" for c in code.calls if not c.bsym.sym.bookkeeping]
+    assert not any(lines[c["line"] - 1].lstrip().startswith("del ") for c in calls)  # a del is not a call
+    assert {c["region"] for c in calls} - {None}, "fuse made no region"

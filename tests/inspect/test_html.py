@@ -2,6 +2,7 @@
 import html
 import json
 import re
+from pathlib import Path
 
 import torch
 
@@ -29,7 +30,7 @@ def test_report_escapes_user_code(tmp_path):
     assert (tmp_path / "r.html").read_text() == page
     assert EVIL in rec.steps[1].python()  # the markup is really in the program text
     assert "</script><script>window" not in page and "<img src=x" not in page
-    assert page.count("</script>") == 2  # the payload's and the bundle's own, nothing from user code
+    assert page.count("</script>") == 3  # payload, bundle, the line starting it: none from user code
     payload = _payload_from(page)
     assert EVIL in payload["steps"][1]["traces"]["forward"]["program"]
     assert payload == json.loads(rec.to_json())
@@ -70,3 +71,15 @@ def test_any_python_string_survives_the_report_and_the_payload(tmp_path):
     assert json.loads(rec.to_json(tmp_path / "odd.json"))["name"] == ODD
     title = re.search(r"<title>(.*?)</title>", page, re.S).group(1)
     assert len(html.unescape(title)) <= 200 and "<b>" not in title and "\x00" not in title
+
+
+def test_the_report_and_the_widget_load_one_committed_bundle():
+    from thunderlab.inspect.html import BUNDLE, bundle_text
+    from thunderlab.jupyter.widget import PassDebugger
+
+    static = Path(thunderlab.__file__).parent
+    assert sorted(p.relative_to(static).as_posix() for p in static.glob("*/static/*.js")) == ["inspect/static/views.js"]
+    assert BUNDLE.name == "views.js"
+    # the widget's ES module is the report's script and its default export, nothing else
+    assert PassDebugger._esm == bundle_text() + "\nexport default thunderlabViews.widget;\n"
+    assert "thunderlabViews.startReport()" in _evil_record().to_html()

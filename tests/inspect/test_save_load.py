@@ -227,6 +227,10 @@ def test_loaded_example_models_rerun_from_their_saved_text(tmp_path, name):
     new = thunderlab.rerun(thunderlab.load(thunderlab.save(rec, tmp_path / f"{name}.thunderlab.json")))
     assert new.error is None
     assert new.steps[0].python() == rec.steps[0].python()  # ltorch names that are also ops modules included
+    # each call's source comes from the payload's line map, module scope included (the text does not print it)
+    scopes = [(b.source.line, b.source.scope) for b in rec.steps[0].program.forward.bound_symbols]
+    assert [(b.source.line, b.source.scope) for b in new.steps[0].program.forward.bound_symbols] == scopes
+    assert any(scope for _, scope in scopes)
     assert [s.spec for s in new.steps] == [s.spec for s in rec.steps]
     assert all(s.verification.ok for s in new.steps)
 

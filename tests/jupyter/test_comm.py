@@ -7,6 +7,7 @@ import torch
 
 import thunderlab
 from tests.executors.test_fusion import PIPE  # registers "testfuse", a fusing executor that runs with torch
+from thunderlab.core.listeners import Listeners
 from thunderlab.jupyter import protocol
 from thunderlab.jupyter.comm import Handler
 from thunderlab.passes import Pass, register_pass
@@ -19,7 +20,8 @@ def handler(monkeypatch):
     sent = []
     h = Handler(sent.append)
     h.sent = sent
-    monkeypatch.setattr(compiled, "RECORD_LISTENERS", [h.on_record])
+    monkeypatch.setattr(compiled, "RECORD_LISTENERS", Listeners("a record made"))
+    compiled.RECORD_LISTENERS.add(h.on_record)
     return h
 
 
@@ -161,7 +163,8 @@ def test_pass_registry_lists_passes_registered_in_a_notebook(handler, monkeypatc
 def test_timings_stream_while_the_program_runs(handler, monkeypatch):
     from thunderlab.executors import region
 
-    monkeypatch.setattr(region, "TIMING_LISTENERS", [handler.on_timed])
+    monkeypatch.setattr(region, "TIMING_LISTENERS", Listeners("a region call timed"))
+    region.TIMING_LISTENERS.add(handler.on_timed)
     monkeypatch.setattr("thunderlab.jupyter.comm.PUSH_EVERY_S", 0.0)
     jf = _compile(timing=True)
     [rid] = _ids()
@@ -225,3 +228,34 @@ def test_record_ids_stay_fixed_while_the_oldest_records_are_let_go(handler, monk
     reply = _ask(handler, "record.summary", record=first)
     assert reply["type"] == "error" and "the oldest are let go" in reply["error"]
     assert _ask(handler, "record.summary", record=rows[1]["record"])["payload"]["name"] == "two"
+
+
+class _FakeComm:
+    """What Link uses of an ipykernel comm: it sends, takes a message handler and a close handler."""
+
+    def __init__(self):
+        self.sent, self.closing = [], None
+
+    def send(self, data):
+        self.sent.append(data)
+
+    def on_msg(self, fn):
+        pass
+
+    def on_close(self, fn):
+        self.closing = fn
+
+
+def test_a_link_hears_of_new_records_until_its_comm_closes(monkeypatch):
+    from thunderlab.jupyter.comm import Link
+
+    monkeypatch.setattr(compiled, "_RECORDS", deque(maxlen=100))
+    monkeypatch.setattr(compiled, "RECORD_LISTENERS", Listeners("a record made"))
+    comm = _FakeComm()
+    Link(comm)
+    _compile("heard")
+    assert [m["name"] for m in comm.sent if m["type"] == "record.new"] == ["heard"]
+    comm.closing({})
+    assert len(compiled.RECORD_LISTENERS) == 0
+    _compile("not_heard")
+    assert [m["name"] for m in comm.sent if m["type"] == "record.new"] == ["heard"]

@@ -96,3 +96,23 @@ def jupyterlab_server(work, env, *extra_args):
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def mount_widget(page, payload=None):
+    """The notebook widget's ES module (the views' bundle and its default export) imported in a bare page, as
+    anywidget imports it; ``window.__tlWidget`` is its default export. With ``payload``, it renders into
+    ``#el`` with a model that holds the payload and can change it (``window.__tlSet(name, value)``)."""
+    from thunderlab.jupyter.widget import widget_module
+
+    page.set_content("<!DOCTYPE html><html><body style='margin:0'><div id=el></div></body></html>")
+    page.evaluate("""async (code) => {
+        const url = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
+        window.__tlWidget = (await import(url)).default;
+    }""", widget_module())
+    if payload is not None:
+        page.evaluate("""(payload) => {
+            const state = { payload, current: 1, status: "", error: "" }, on = {};
+            window.__tlSet = (k, v) => { state[k] = v; (on["change:" + k] || []).forEach((f) => f()); };
+            const model = { get: (k) => state[k], on: (ev, f) => (on[ev] = on[ev] || []).push(f), send() {} };
+            window.__tlWidget.render({ model, el: document.getElementById("el") });
+        }""", payload)

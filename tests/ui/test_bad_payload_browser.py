@@ -4,15 +4,13 @@ the page which field is wrong and what was expected there, with no script error;
 The malformed payloads are the shared cases of extension/test/fixtures (see tests/inspect/test_payload_fixtures.py).
 """
 import json
-from pathlib import Path
 
 import pytest
 
-import thunderlab
 from tests.inspect.test_payload_fixtures import CASES, RECORD, broken
+from tests.ui.conftest import mount_widget
 from thunderlab.inspect.html import payload_html
 
-WIDGET = Path(thunderlab.__file__).parent / "jupyter" / "static" / "widget.js"
 TRACES_A_NUMBER = "steps[1].traces: expected null or an object (name → a trace), got the number 5"
 
 
@@ -110,24 +108,9 @@ def test_a_good_payload_draws_no_panel(watched, tmp_path):
     assert watched.errors == [] and watched.console_errors == []
 
 
-def _mount_widget(page, payload):
-    """The widget's bundle in a bare page, with a model that holds ``payload`` and can change it."""
-    bundle = WIDGET.read_text()
-    tail = "export {\n  widget_default as default\n};"
-    assert bundle.rstrip().endswith(tail)
-    page.set_content("<!DOCTYPE html><html><body><div id=el></div></body></html>")
-    page.add_script_tag(content=bundle.rstrip()[: -len(tail)] + "window.__tlWidget = widget_default;")
-    page.evaluate("""(payload) => {
-        const state = { payload, current: 1, status: "", error: "" }, on = {};
-        window.__tlSet = (k, v) => { state[k] = v; (on["change:" + k] || []).forEach((f) => f()); };
-        const model = { get: (k) => state[k], on: (ev, f) => (on[ev] = on[ev] || []).push(f), send() {} };
-        window.__tlWidget.render({ model, el: document.getElementById("el") });
-    }""", payload)
-
-
 def test_the_widget_names_the_wrong_field_then_draws_the_record_once_it_is_good(watched):
     good = json.loads(RECORD.read_text())
-    _mount_widget(watched, broken(_case("traces a number"), good))
+    mount_widget(watched, broken(_case("traces a number"), good))
     assert watched.locator(".tl-problems-title").inner_text().startswith("thunderlab cannot show this record")
     assert _problems(watched) == [TRACES_A_NUMBER]
     watched.evaluate("(p) => window.__tlSet('payload', p)", broken(_case("a step cut short"), good))

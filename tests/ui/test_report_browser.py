@@ -159,27 +159,12 @@ def test_claim_diff_shows_executors_and_any_step_can_be_compared(page, tmp_path)
 
 def test_the_widget_fits_a_sidebar(page, tmp_path):
     """The notebook widget's step table and pipeline box at a narrow sidebar's width: nothing runs past the edge."""
-    from pathlib import Path
-
+    from tests.ui.conftest import mount_widget
     from thunderlab.inspect.serialize import RecordPayload
 
     rec, _ = _mlp_report(tmp_path, pipeline="dce,cse,autodiff,claim{executors=inductor+torch},del")
-    bundle = (Path(thunderlab.__file__).parent / "jupyter" / "static" / "widget.js").read_text()
-    assert bundle.rstrip().endswith("export {\n  widget_default as default\n};")
-    bundle = (
-        bundle.rstrip()[: -len("export {\n  widget_default as default\n};")] + "window.__tlWidget = widget_default;"
-    )
     page.set_viewport_size({"width": 300, "height": 900})
-    page.set_content("<!DOCTYPE html><html><body style='margin:0'><div id=el></div></body></html>")
-    page.add_script_tag(content=bundle)
-    page.evaluate(
-        """(payload) => {
-        const state = { payload, current: 1, status: "", error: "" };
-        window.__tlWidget.render({ model: { get: (k) => state[k], on() {}, send() {} },
-                                   el: document.getElementById("el") });
-    }""",
-        RecordPayload(rec).to_dict(),
-    )
+    mount_widget(page, RecordPayload(rec).to_dict())
     for sel in (".tl-steps", ".tl-pipeline", ".tl-rerun", ".tl-tabs"):
         right = page.evaluate(f"document.querySelector('{sel}').getBoundingClientRect().right")
         assert right <= 300, f"{sel} ends at {right} px in a 300 px sidebar"

@@ -1,10 +1,18 @@
-"""Printing a trace as a deterministic, runnable Python function, and compiling it."""
+"""Printing a trace as a deterministic, runnable Python function, and compiling it.
+
+``python_code`` gives the text with its line map (which line prints which call), so that whatever links
+program lines to calls, graph nodes or source lines reads the map instead of parsing the text back.
+This module knows a trace only by the fields it prints (see ``Printable``): trace.py imports it, not
+the other way round.
+"""
 from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
@@ -12,8 +20,37 @@ from . import fastpaths
 from .proxies import ScalarInput, TensorProxy
 from .symbols import BoundSymbol, tree_flatten
 
-if TYPE_CHECKING:  # annotations only: trace.py imports this module to print itself
-    from .trace import Trace
+
+class Printable(Protocol):
+    """What printing needs of a trace (``core.trace.Trace`` is one)."""
+
+    name: str
+    inputs: list
+    bound_symbols: list[BoundSymbol]
+    output: Any
+
+
+class PrintedCall(NamedTuple):  # a tuple: printing makes one per call, each time a trace prints
+    """One call's place in a printed program."""
+
+    line: int  # 1-based line of the text its statement starts on
+    bsym: BoundSymbol
+    region: str | None  # the fusion region whose function holds it; None for the trace's own function
+
+
+@dataclass(frozen=True)
+class PythonCode:
+    """A printed trace and its line map: every call (fusion-region members included) in printed order."""
+
+    text: str
+    calls: tuple[PrintedCall, ...]
+
+    def call_at(self, line: int) -> PrintedCall | None:
+        """The call whose statement starts on ``line`` (1-based), or None (a comment, ``def``, ``return``)."""
+        for c in self.calls:
+            if c.line == line:
+                return c
+        return None
 
 HEADER_IMPORTS = "import torch\nfrom thunderlab.ops import prims, ltorch\n"
 _COMMENT_COLUMN = 64
@@ -131,7 +168,17 @@ def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
     return stmt
 
 
-def python(trace: Trace, *, source: bool = True, comments: bool = True, imports: bool = True,
+def python_code(trace: Printable, *, source: bool = True, comments: bool = True, imports: bool = True,
+                header: str | None = None, printer: Printer | None = None, regions: bool = True,
+                packed: bool = False) -> PythonCode:
+    """The trace as Python source (see :func:`python`) with the line each call prints on."""
+    calls: list[PrintedCall] = []
+    text = _print(trace, calls, source=source, comments=comments, imports=imports, header=header, printer=printer,
+                  regions=regions, packed=packed)
+    return PythonCode(text, tuple(calls))
+
+
+def python(trace: Printable, *, source: bool = True, comments: bool = True, imports: bool = True,
            header: str | None = None, printer: Printer | None = None, regions: bool = True,
            packed: bool = False) -> str:
     """The trace as Python source: stable names, one statement per bound symbol.
@@ -141,25 +188,35 @@ def python(trace: Trace, *, source: bool = True, comments: bool = True, imports:
     makes the function take its inputs as one list, which it unpacks and empties: the
     caller then holds no reference, so each input is freed at its ``del``, not at return.
     """
+    return _print(trace, None, source=source, comments=comments, imports=imports, header=header, printer=printer,
+                  regions=regions, packed=packed)
+
+
+def _print(trace: Printable, calls: list[PrintedCall] | None, *, source: bool, comments: bool, imports: bool,
+           header: str | None, printer: Printer | None, regions: bool, packed: bool) -> str:
+    """The text, and into ``calls`` (unless None: the text alone is wanted more often) each call's place."""
     p = printer or Printer()
-    lines: list[str] = []
+    lines: list[str] = []  # one line each, so that a call's line number is where it is appended
     if header:
         lines += [f"# {h}" for h in header.splitlines()]
     if imports:
-        lines.append(HEADER_IMPORTS)
-    return function(trace.name, trace.inputs, trace.bound_symbols, trace.output, lines, p, source=source,
-                    comments=comments, regions=regions, packed=packed)
+        lines += HEADER_IMPORTS.split("\n")
+    _function(lines, calls, trace.name, trace.inputs, trace.bound_symbols, trace.output, p, None, source=source,
+              comments=comments, regions=regions, packed=packed)
+    return "\n".join(lines) + "\n"
 
 
-def function(name: str, inputs, bound_symbols, output, lines: list[str], p: Printer, *, source: bool, comments: bool,
-             regions: bool, packed: bool = False) -> str:
-    """One function's text (after ``lines``), with the fusion regions it calls printed above it."""
+def _function(lines: list[str], calls: list[PrintedCall] | None, name: str, inputs,
+              bound_symbols: Sequence[BoundSymbol], output, p: Printer, region: str | None, *, source: bool,
+              comments: bool, regions: bool, packed: bool = False) -> None:
+    """One function's lines, with the fusion regions it calls printed above it, each followed by a blank line."""
     if regions:
         for b in bound_symbols:
             if b.sym.is_region:
                 lines.append(f"# fusion region {b.sym.name}: {len(b.subsymbols)} calls, run by {b.executor}")
-                lines.append(function(b.sym.name, list(b.args), b.subsymbols, b.output, [], p, source=source,
-                                      comments=comments, regions=True))
+                _function(lines, calls, b.sym.name, list(b.args), b.subsymbols, b.output, p, b.sym.name,
+                          source=source, comments=comments, regions=True)
+                lines.append("")
     params = ", ".join(p.value(i) for i in inputs)
     if packed:
         lines.append(f"def {name}(_inputs):")
@@ -177,9 +234,14 @@ def function(name: str, inputs, bound_symbols, output, lines: list[str], p: Prin
         if source and src is not None and (src.file, src.line) != last_src:
             lines.append(f"    # {src.short()}   {src.code.strip()}".rstrip())
             last_src = (src.file, src.line)
-        lines.append(_line(p, bsym, comments))
+        stmt = _line(p, bsym, comments)
+        if calls is not None:
+            calls.append(PrintedCall(len(lines) + 1, bsym, region))
+        if "\n" in stmt:  # a custom printer's statement over several lines
+            lines += stmt.split("\n")
+        else:
+            lines.append(stmt)
     lines.append(f"    return {p.value(output)}")
-    return "\n".join(lines) + "\n"
 
 
 # the modules printed programs refer to; thunderlab.ops adds prims and ltorch when imported
@@ -191,7 +253,7 @@ def default_namespace() -> dict:
     return dict(NAMESPACE)
 
 
-def to_callable(trace: Trace, namespace: dict | None = None, *, impls: dict | None = None, packed: bool = False):
+def to_callable(trace: Printable, namespace: dict | None = None, *, impls: dict | None = None, packed: bool = False):
     """Compile the printed trace into a Python function (``packed``: see :func:`python`).
 
     ``namespace`` replaces the default globals; ``impls`` maps a symbol's qualname
@@ -218,6 +280,4 @@ def to_callable(trace: Trace, namespace: dict | None = None, *, impls: dict | No
             g[mod] = SimpleNamespace(**attrs)
     code = compile(src, f"<thunderlab {trace.name}>", "exec")
     exec(code, g)
-    fn = g[trace.name]
-    fn.__thunderlab_source__ = src
-    return fn
+    return g[trace.name]

@@ -15,10 +15,16 @@ compiles in a worker        executors/compile_process.py          tiered compile
 autograd.Function C++ apply runtime/autograd.py                   ``Function.apply``
 metadata checked once       core/verify.py (meta_ok, checked)     every call's meta re-derived
 printed lines cached        core/codegen.py (_LINES)              every line printed afresh
+collector paused in passes  passes/runner.py (collector_paused)   Python's gc runs as it likes
 ==========================  ====================================  ==================================
 
 A switch applies from the next call (direct calls, metadata, printing) or the next compilation
 (what an executor binds); programs compiled before keep what they were bound to.
+
+Two of them change process-wide state, each only for the work that needs it: the GELU kernel choice
+switches oneDNN off around one small kernel call, and the pipeline runner pauses the garbage collector
+while passes run. The third process-wide change, the random-generator setters a background compile
+replaces while it runs (executors/generators.py), is no fast path: it keeps draws correct.
 """
 from __future__ import annotations
 

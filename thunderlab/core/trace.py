@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from . import codegen
-from .context import CURRENT_TRACE, current_trace
+from .context import CURRENT_TRACE
 from .proxies import ScalarInput, TensorProxy
 from .symbols import BoundSymbol, SourceInfo, Symbol, proxies_in, tree_flatten
 
@@ -177,11 +177,20 @@ class Trace:
     def python(self, **options) -> str:
         return codegen.python(self, **options)
 
+    def python_code(self, **options) -> codegen.PythonCode:
+        """``python()``'s text with its line map: the line each call (region members included) prints on."""
+        return codegen.python_code(self, **options)
+
     def callable(self, namespace: dict | None = None, *, impls: dict | None = None, packed: bool = False):
         return codegen.to_callable(self, namespace, impls=impls, packed=packed)
 
     def __str__(self) -> str:
         return self.python()
+
+
+def current_trace() -> Trace | None:
+    """The trace being recorded, or None when symbols run eagerly (``Trace.active`` sets it)."""
+    return CURRENT_TRACE.get()
 
 
 def region_trace(bsym: BoundSymbol) -> Trace:

@@ -11,13 +11,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from thunderlab.core.listeners import Listeners
+
 from .generators import leaving_generators_alone
 
 _pool: ThreadPoolExecutor | None = None
 # set by thunderlab.profile: each region call is then marked for the torch profiler
 PROFILING = threading.Event()
 # called with a region runner after each timed call (the JupyterLab sidebar streams timings from here)
-TIMING_LISTENERS: list = []
+TIMING_LISTENERS = Listeners("a region call timed")
 _pool_lock = threading.Lock()
 
 
@@ -183,8 +185,7 @@ class RegionRunner:
             out = self.fn(*args)
             seconds = time.perf_counter() - t0
         self.times.setdefault(version, deque(maxlen=10000)).append(seconds)
-        for listener in TIMING_LISTENERS:
-            listener(self)
+        TIMING_LISTENERS(self)
         return out
 
     def stats(self) -> dict:

@@ -1,9 +1,9 @@
 """Per-call facts the views need beside a trace's text: where each call prints, who runs it, where it came from.
 
-``trace_calls(trace, text)`` lists every call of a printed trace, fusion-region members included,
-with its stable id (the same across steps, so two steps' programs can be aligned call by call),
-the line of ``text`` it prints on, its executor and region, and the user's source line (with the
-notebook cell's execution count when the call was written in a notebook cell).
+``trace_calls(code)`` lists every call of a printed trace (``Trace.python_code()``), fusion-region members
+included, with its stable id (the same across steps, so two steps' programs can be aligned call by call),
+the line it prints on (from the printer's line map), its executor and region, and the user's source line
+(with the notebook cell's execution count when the call was written in a notebook cell).
 ``saved_for_backward(program)`` lists the values a training program keeps for the backward pass.
 """
 from __future__ import annotations
@@ -11,25 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
+from thunderlab.core.codegen import PythonCode
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import BoundSymbol, SourceInfo
-from thunderlab.core.trace import Trace
-
-
-def _print_order(trace: Trace) -> list[tuple[BoundSymbol, str | None]]:
-    """Calls in the order the printer writes their lines: each region's members first, then the body."""
-    out: list[tuple[BoundSymbol, str | None]] = []
-    for b in trace.bound_symbols:
-        if b.sym.module == "fusion":
-            out += [(m, b.sym.name) for m in b.subsymbols]
-    out += [(b, None) for b in trace.bound_symbols]
-    return out
-
-
-def _is_call_line(line: str) -> bool:
-    # an indented statement that is not a comment, the return, or the unpacking of packed inputs
-    return (line.startswith("    ") and not line.startswith("    #") and not line.startswith("    return ")
-            and line.strip() != "_inputs.clear()")
+from thunderlab.core.symbols import SourceInfo
 
 
 def _cell(file: str) -> int | None:
@@ -57,21 +41,15 @@ def source_position(src: SourceInfo | None) -> dict | None:
             "scope": src.scope or None, "cell": cell, "path": rel}
 
 
-def trace_calls(trace: Trace, text: str) -> list[dict]:
-    """Every call of ``trace`` with the 1-based line of ``text`` (its printed program) it prints on.
-
-    Lines are null when the text does not print one line per call (a custom printer).
-    """
-    order = _print_order(trace)
-    lines = [i + 1 for i, ln in enumerate(text.split("\n")) if _is_call_line(ln)]
-    if len(lines) != len(order):
-        lines = [None] * len(order)
+def trace_calls(code: PythonCode) -> list[dict]:
+    """Every call of a printed trace, in printed order, with the 1-based line of ``code.text`` it prints on."""
     out = []
-    for (b, region), line in zip(order, lines):
-        if b.sym.name == "python_del":
+    for c in code.calls:
+        b = c.bsym
+        if b.sym.bookkeeping:  # ``del``: not a call the views link to anything
             continue
-        out.append({"id": f"b{b.id}", "line": line, "op": b.sym.qualname, "executor": b.executor,
-                    "region": region, "origin": b.origin, "source": source_position(b.source)})
+        out.append({"id": f"b{b.id}", "line": c.line, "op": b.sym.qualname, "executor": b.executor,
+                    "region": c.region, "origin": b.origin, "source": source_position(b.source)})
     return out
 
 

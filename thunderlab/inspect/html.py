@@ -18,7 +18,10 @@ from .serialize import RecordPayload
 if TYPE_CHECKING:  # annotations only: a record imports this module to render itself
     from .record import CompileRecord
 
-BUNDLE = Path(__file__).parent / "static" / "report.js"
+# the views' one bundle (extension/src/views.ts): a classic script defining ``thunderlabViews``; the
+# notebook widget loads the same file as an ES module (thunderlab/jupyter/widget.py)
+BUNDLE = Path(__file__).parent / "static" / "views.js"
+_START = "<script>thunderlabViews.startReport()</script>"
 
 _PAGE = """<!DOCTYPE html>
 <html lang="en">
@@ -31,6 +34,7 @@ _PAGE = """<!DOCTYPE html>
 <div id="thunderlab-root" class="thunderlab"></div>
 <script type="application/json" id="thunderlab-payload">{payload}</script>
 {bundle}
+{start}
 </body>
 </html>
 """
@@ -58,18 +62,24 @@ def _title(text: str) -> str:
     return html.escape(text if len(text) <= 200 else text[:199] + "…")
 
 
-def bundle_js() -> str:
+def bundle_text() -> str:
+    """The views' bundle as built: the report's script, and the notebook widget's module with one line more."""
     if not BUNDLE.exists():
-        raise FileNotFoundError(f"the report's view bundle {BUNDLE} is missing; build it with "
+        raise FileNotFoundError(f"the views' bundle {BUNDLE} is missing; build it with "
                                 f"`cd extension && npm install && npm run build`")
-    return BUNDLE.read_text().replace("</script", "<\\/script")
+    return BUNDLE.read_text(encoding="utf-8")
+
+
+def bundle_js() -> str:
+    """The bundle as it can sit inside a <script> element of the page."""
+    return bundle_text().replace("</script", "<\\/script")
 
 
 def payload_html(payload: dict, title: str, *, bundle_src: str | None = None) -> str:
     """The page for one payload; the view code inline, or from the file ``bundle_src`` beside the page (a site)."""
     script = (f'<script src="{html.escape(bundle_src)}"></script>' if bundle_src is not None
               else f"<script>{bundle_js()}</script>")
-    return _PAGE.format(title=_title(title), payload=script_safe_json(payload), bundle=script)
+    return _PAGE.format(title=_title(title), payload=script_safe_json(payload), bundle=script, start=_START)
 
 
 def to_html(record: CompileRecord, path: str | Path | None = None) -> str:

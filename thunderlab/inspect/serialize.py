@@ -120,9 +120,9 @@ class RecordPayload:
                             diff = f"--- {prev.index} {prev.spec}\n+++ {i} {s.spec}\n@@ new trace {name!r} @@\n"
                             changes = {"added": [n for n, v in g.nodes.items() if v.kind != "output"],
                                        "removed": [], "changed": [], "executor": [], "regrouped": []}
-                    text = s.python(name)
-                    out[name] = {"program": text, "diff": diff, "graph": _graph(g), "changes": changes,
-                                 "stats": _stats(t), "calls": trace_calls(t, text)}
+                    code = t.python_code(header=s.header(name))  # Step.python's text, with its line map
+                    out[name] = {"program": code.text, "diff": diff, "graph": _graph(g), "changes": changes,
+                                 "stats": _stats(t), "calls": trace_calls(code)}
                 saved = saved_for_backward(s.program)
                 if saved is not None:
                     out["forward"]["saved"] = saved

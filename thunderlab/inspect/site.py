@@ -1,7 +1,7 @@
 """One offline HTML site over a folder of record files (``thunderlab report DIR``).
 
 ``index.html`` lists every ``*.thunderlab.json`` file in the folder; each record that loads gets its own
-page (the report's view, its code shared in ``report.js``), and each file that does not is listed with the
+page (the report's view, its code shared in ``views.js``), and each file that does not is listed with the
 reason, so a damaged or foreign file never leaves a blank page. Every text from a file reaches the index
 escaped, and the record pages only as JSON data (see ``html``).
 """
@@ -71,7 +71,7 @@ def write_site(folder, out=None) -> Site:
         raise FileNotFoundError(f"no folder {str(folder)!r}")
     out = Path(out) if out is not None else folder / "report"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.js").write_text(bundle_js(), encoding="utf-8")
+    (out / "views.js").write_text(bundle_js(), encoding="utf-8")
     files = sorted(folder.glob(f"*{SUFFIX}"))
     site = Site(out / "index.html")
     rows = []
@@ -86,7 +86,7 @@ def write_site(folder, out=None) -> Site:
             continue
         page = out / f"record-{i:04d}.html"
         page.write_text(payload_html(payload, f"thunderlab · {payload['name']} · {payload['pipeline']}",
-                                     bundle_src="report.js"), encoding="utf-8")
+                                     bundle_src="views.js"), encoding="utf-8")
         site.pages.append(page)
         status = (f'<span class="error">{e(_first_line(payload["error"]))}</span>' if payload["error"]
                   else "ok")

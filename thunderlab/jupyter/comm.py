@@ -179,11 +179,13 @@ class Handler:
 
 
 class Link:
-    """One comm to one sidebar, with the handler that answers it."""
+    """One comm to one sidebar, with the handler that answers it; it hears of records and timings until it closes."""
 
     def __init__(self, comm):
         self.comm = comm
         self.handler = Handler(self._send)
+        self._stop = (_compiled.RECORD_LISTENERS.add(self.handler.on_record),
+                      _region.TIMING_LISTENERS.add(self.handler.on_timed))
         comm.on_msg(lambda m: self.handler.handle(m["content"]["data"]))
         comm.on_close(lambda _m: self.close())
 
@@ -192,22 +194,9 @@ class Link:
             self.comm.send(data)
 
     def close(self) -> None:
-        if self in _LINKS:
-            _LINKS.remove(self)
+        for stop in self._stop:
+            stop()
         self.comm = None
-
-
-_LINKS: list[Link] = []
-
-
-def _broadcast_record(record) -> None:
-    for link in list(_LINKS):
-        link.handler.on_record(record)
-
-
-def _broadcast_timed(runner) -> None:
-    for link in list(_LINKS):
-        link.handler.on_timed(runner)
 
 
 def _kernel():
@@ -225,10 +214,12 @@ def start() -> bool:
         return False
     from comm import create_comm, get_comm_manager
 
-    if _broadcast_record not in _compiled.RECORD_LISTENERS:
-        _compiled.RECORD_LISTENERS.append(_broadcast_record)
-        _region.TIMING_LISTENERS.append(_broadcast_timed)
-        get_comm_manager().register_target(TARGET, lambda comm, _msg: _LINKS.append(Link(comm)))
-        comm = create_comm(target_name=TARGET, data={"v": VERSION, "type": "hello.push"})
-        _LINKS.append(Link(comm))
+    global _started
+    if not _started:
+        _started = True
+        get_comm_manager().register_target(TARGET, lambda comm, _msg: Link(comm))
+        Link(create_comm(target_name=TARGET, data={"v": VERSION, "type": "hello.push"}))
     return True
+
+
+_started = False  # the comm target is registered once per kernel

@@ -6,8 +6,6 @@ edited pipeline) and sends each step's program, diff and graph only when it is s
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 try:
     import anywidget
     import traitlets
@@ -15,10 +13,15 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError("thunderlab.widgets needs anywidget: pip install 'thunderlab[widgets]' "
                       f"(or pip install anywidget); importing it failed with: {e}") from e
 
+from thunderlab.inspect.html import bundle_text
 from thunderlab.inspect.record import CompileRecord
 from thunderlab.inspect.serialize import RecordPayload
 
-BUNDLE = Path(__file__).parent / "static" / "widget.js"
+
+def widget_module() -> str:
+    """The widget's ES module: the report's view bundle (a script defining ``thunderlabViews``) with the
+    default export anywidget asks for. One bundle, so the widget and the report draw the same views."""
+    return bundle_text() + "\nexport default thunderlabViews.widget;\n"
 
 
 def _record_of(obj) -> CompileRecord:
@@ -40,7 +43,7 @@ class PassDebugger(anywidget.AnyWidget):
     ``rerun(pipeline)`` do from Python what the buttons do in the view.
     """
 
-    _esm = BUNDLE
+    _esm = widget_module()
     payload = traitlets.Dict().tag(sync=True)
     current = traitlets.Int(0).tag(sync=True)
     status = traitlets.Unicode("idle").tag(sync=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from thunderlab.core.listeners import Listeners
 from thunderlab.core.symbols import Symbol
 
 from .prims import torch_meta
@@ -36,13 +37,14 @@ class DuplicateOp(ValueError):
     """A second declaration of a torch-level op under a name already taken, without ``override=True``."""
 
 
-# called with (symbol, torch callables, Tensor methods) for each op declared: ``mapping`` keeps its tables this way
-_on_declare: list[Callable] = []
+# called with (symbol, torch callables, Tensor methods, override=...) for each op declared: ``mapping`` keeps its
+# tables this way
+DECLARED = Listeners("an op declared")
 
 
 def on_declare(fn: Callable) -> Callable:
     """Call ``fn(symbol, fns, methods, override=...)`` for every op declared so far and from now on."""
-    _on_declare.append(fn)
+    DECLARED.add(fn)
     for sym, fns, methods in TORCH_SYMBOLS.values():
         fn(sym, fns, methods, override=False)
     return fn
@@ -73,8 +75,7 @@ def torchsymbol(*fns, name: str | None = None, methods=(), impl: Callable | None
         sym = _file(Symbol(name=n, module="ltorch", impl=run, decomposition=fn if decompose else None,
                            meta=torch_meta(run, f"ltorch.{n}"), **flags), override)
         TORCH_SYMBOLS[n] = (sym, tuple(fns), tuple(methods))
-        for listener in _on_declare:
-            listener(sym, tuple(fns), tuple(methods), override=override)
+        DECLARED(sym, tuple(fns), tuple(methods), override=override)
         return sym
 
     return deco

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from thunderlab.core import amp
+from thunderlab.core import amp, fastpaths
 from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import tree_flatten
@@ -297,20 +298,44 @@ def run_pipeline(program: Program, pipeline: str | Pipeline, *, observer: Observ
     """Run each enabled pass in order; returns (steps, final program, error or None).
 
     A pass that raises ends the run: its step records the error (naming the pass), and
-    every earlier step is kept.
-
-    The cyclic garbage collector is paused meanwhile: passes make many small objects and no
-    cycles worth collecting, and a full collection over a big model's heap can cost more than
-    the passes themselves. It runs again (as before) when the pipeline ends.
+    every earlier step is kept. Python's cyclic garbage collector waits meanwhile (see
+    ``collector_paused``).
     """
     pipeline = Pipeline.parse(pipeline)
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _run(program, pipeline, observer, inputs, reference, first_index)
+
+
+_gc_lock = threading.Lock()
+_gc_pausers = 0  # pipelines running with the collector paused, on every thread
+_gc_resume = False  # whether the collector was on when the first of them began
+
+
+@contextmanager
+def collector_paused():
+    """Pause Python's cyclic garbage collector while a pipeline runs (a fast path; see core/fastpaths.py).
+
+    Passes make many small objects and no cycles worth collecting, and a full collection over a big
+    model's heap can cost more than the passes themselves. The collector is process-wide, so the
+    pause is counted over every thread's pipelines: it ends, as it was, when the last one does.
+    With fast paths off the collector runs as usual.
+    """
+    global _gc_pausers, _gc_resume
+    if not fastpaths.enabled():
+        yield
+        return
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
     finally:
-        if was_enabled:
-            gc.enable()
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_resume:
+                gc.enable()
 
 
 def _run(program, pipeline, observer, inputs, reference, first_index):

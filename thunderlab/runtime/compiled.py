@@ -11,6 +11,7 @@ import torch
 
 from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from thunderlab.core.amp import without_autocast
+from thunderlab.core.listeners import Listeners
 from thunderlab.core.program import Program
 from thunderlab.executors import inductor
 from thunderlab.executors.base import RunOptions, bind
@@ -22,8 +23,8 @@ from thunderlab.passes.runner import current_reference, eager_reference, verify
 from .autograd import training_callable
 
 _RECORDS: list[CompileRecord] = []
-# called with each record once its pipeline has run (the JupyterLab sidebar listens here)
-RECORD_LISTENERS: list = []
+# called with each record once its pipeline has run (the JupyterLab sidebar and record_to listen here)
+RECORD_LISTENERS = Listeners("a record made")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -75,8 +76,7 @@ def set_limits(*, records: int | None = None, shapes: int | None = None,
 
 
 def _announce(record: CompileRecord) -> None:
-    for listener in list(RECORD_LISTENERS):
-        listener(record)
+    RECORD_LISTENERS(record)
 
 
 @dataclass(frozen=True)

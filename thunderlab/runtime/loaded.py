@@ -31,7 +31,6 @@ _DTYPES = {dtype_short(d): d for d in (torch.float32, torch.float64, torch.float
                                         torch.complex64, torch.complex128)}
 _TENSOR_TYPE = re.compile(r"(\w+) (\w+)\[([\d, ]*)\]\Z")
 _SCALAR_TYPE = re.compile(r"(int|float|bool) = (.+)\Z")
-_SOURCE = re.compile(r"\s+# (\S+):(\d+)   (.*)\Z")
 
 FRESH_INPUTS = ("fresh inputs of the recorded shapes and dtypes (floating point: standard normal, seeded; "
                 "integers: ones; bool: True), since a record loaded from a file has no inputs")
@@ -65,7 +64,7 @@ def captured_program(record: CompileRecord) -> Program:
                              f"(compile the function again in this process)")
     if len(defs) != 1:
         raise NotRebuildable(f"{_why(record)}: its captured program has no 'forward' function")
-    sources = _sources(text)
+    sources = _sources(step0.saved["forward"])
     trace = Trace("forward")
     env: dict[str, object] = {}
     with trace.active():
@@ -79,17 +78,13 @@ def captured_program(record: CompileRecord) -> Program:
     return Program({"forward": trace})  # a file keeps no boundary: the rebuilt program writes and aliases nothing
 
 
-def _sources(text: str) -> dict[int, SourceInfo]:
-    """Statement line -> the user's source line printed above it (``# block.py:31   code``)."""
-    out, current = {}, None
-    for n, line in enumerate(text.splitlines(), 1):
-        m = _SOURCE.match(line)
-        if m:
-            current = SourceInfo(m.group(1), int(m.group(2)), m.group(3))
-        elif line.startswith("def "):
-            current = None
-        elif line.strip() and not line.lstrip().startswith("#"):
-            out[n] = current
+def _sources(saved: dict) -> dict[int, SourceInfo]:
+    """Statement line -> the user's source line, from the payload's line map (its calls, each with line and source)."""
+    out = {}
+    for c in saved.get("calls") or ():
+        s = c["source"]
+        if c["line"] is not None and s is not None:
+            out[c["line"]] = SourceInfo(s["path"] or s["file"], s["line"], s["code"], s["scope"] or "")
     return out
 
 

@@ -123,8 +123,7 @@ class RecordWriter:
                   f"written (raise it with {ENV_MAX_FILES} / {ENV_MAX_MB} or thunderlab.record_to)", file=sys.stderr)
 
     def close(self) -> None:
-        if self in RECORD_LISTENERS:
-            RECORD_LISTENERS.remove(self)
+        RECORD_LISTENERS.remove(self)
 
     def __repr__(self) -> str:
         return f"<RecordWriter {self.directory}: {len(self.written)} written, {self.dropped} dropped>"
@@ -142,7 +141,7 @@ def record_to(directory, *, max_files: int = 1000, max_mb: float = 256.0) -> Rec
     if directory is None:
         return None
     writer = RecordWriter(directory, max_files=max_files, max_mb=max_mb)
-    RECORD_LISTENERS.append(writer)
+    RECORD_LISTENERS.add(writer)
     _ACTIVE.append(writer)
     return writer
 

@@ -1,6 +1,6 @@
 // Pure logic of the graph view (tested under node): node text and sizes, search, the change marks and
 // their legend, and the links between a backward call and the forward call it comes from.
-import type { Graph, GraphNode } from "../views";
+import type { Graph, GraphNode } from "../payload";
 
 export interface Changes {
   added: string[]; removed: string[]; changed: string[];

@@ -2,10 +2,9 @@
 // in a zoomable, pannable viewport with a minimap, search, an executor and change legend, and a details
 // panel for the selected node with its links between forward and backward. All text from user code is
 // set through textContent / createTextNode / setAttribute only.
-import {
-  collapseGroups, defaultDepth, defaultGrouping, executorColor, groupOf, h, scopeDepth,
-  type Graph, type GraphNode, type Grouping,
-} from "../views";
+import { h } from "../dom";
+import type { Graph, GraphNode } from "../payload";
+import { collapseGroups, defaultDepth, defaultGrouping, executorColor, groupOf, scopeDepth, type Grouping } from "./groups";
 import { layoutCompound, type LayoutResult } from "./layout";
 import {
   changeLegend, changeMarks, changeSummary, crossLinks, executorsIn, nextMatch, nodeDetails, nodeWidth,

@@ -2,7 +2,7 @@
 // their replies and the events it pushes. Version 1.
 import type { TraceText } from "../calldiff";
 import type { Kernels } from "../kernels";
-import type { Payload, Trace } from "../views";
+import type { Payload, Trace } from "../payload";
 
 export const PROTOCOL = 1;
 export const TARGET = "thunderlab";

@@ -4,7 +4,8 @@
 import { ABCWidgetFactory, DocumentWidget, type DocumentRegistry, type IDocumentWidget } from "@jupyterlab/docregistry";
 import type { Contents } from "@jupyterlab/services";
 import { Widget } from "@lumino/widgets";
-import { h, renderRecord, showProblems } from "../../views";
+import { h } from "../../dom";
+import { renderRecord, showProblems } from "../../record";
 import { DOC_CSS, readRecord, siblings } from "./model";
 
 /** The body of a record tab: the folder bar, then the record's views. */

@@ -3,8 +3,9 @@
 import { Clipboard } from "@jupyterlab/apputils";
 import { PanelWithToolbar, ToolbarButton, copyIcon, runIcon, undoIcon } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
+import { h, ms } from "../../dom";
+import type { Step } from "../../payload";
 import { verificationWords } from "../../stepinfo";
-import { h, ms, type Step } from "../../views";
 import type { PassInfo } from "../protocol";
 import type { IThunderlabSidebar } from "../tokens";
 import { printItem, stepOf, type PassItem } from "./model";

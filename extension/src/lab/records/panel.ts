@@ -1,7 +1,7 @@
 // The records panel: every compile record in the kernel, newest first, filtered by name, in pages.
 import { PanelWithToolbar, ToolbarButton, refreshIcon } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
-import { h } from "../../views";
+import { h } from "../../dom";
 import type { IThunderlabSidebar } from "../tokens";
 
 function age(created: number): string {

@@ -1,20 +1,18 @@
-// The step panel: the selected step's program (JupyterLab's editor, read-only, Python highlighting),
-// its diff side by side against the previous or any chosen step, its graph, and why calls were not fused.
+// The step panel: the selected step's panes (../../panes: program, diff, graph, what it did, timings), as the
+// report draws them, with the program in JupyterLab's editor (read-only, Python highlighting) linked to the
+// selection and to the notebook cells, and other steps' traces fetched from the kernel when a pane asks.
 import { CodeEditor, type IEditorServices } from "@jupyterlab/codeeditor";
 import { PanelWithToolbar } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
-import { callDiffView, type Call } from "../../calldiff";
-import { notesView, stepTimingsView } from "../../stepinfo";
-import { alignLines, declinesAt, graphView, h, problemsView, type Payload } from "../../views";
+import { h } from "../../dom";
+import { PANES, renderPane, type PaneState } from "../../panes";
+import type { Call, Trace } from "../../payload";
+import { problemsView } from "../../record";
 import type { IThunderlabSidebar } from "../tokens";
 
-const VIEWS = ["Program", "Diff", "Graph", "What it did", "Timings"] as const;
-type View = (typeof VIEWS)[number];
-
 class StepBody extends Widget {
-  private view: View = "Program";
-  private focus: string | null = null;  // the graph node to show next (followed from the other trace)
-  private against: number | null = null;  // the step the diff compares with (null: the previous one)
+  private view: string = PANES[0].title;  // the pane shown, by its title
+  private paneState: PaneState = {};  // the panes' own state (the diff's chosen step, the graph's focus)
   private editor: CodeEditor.IEditor | null = null;
   private model = new CodeEditor.Model();
   private host = h("div", { class: "tl-editor" });
@@ -77,12 +75,22 @@ class StepBody extends Widget {
 
   private shownRecord: number | null = null;
 
+  /** The Program pane's view here: the source bar over JupyterLab's editor, its lines linked to the calls. */
+  private _program(t: Trace): Node {
+    if (this.model.sharedModel.getSource() !== t.program) this.model.sharedModel.setSource(t.program);
+    this.calls = t.calls ?? [];
+    this._showSource(this.tl.selection.selected);
+    const both = document.createDocumentFragment();
+    both.append(this.sourceBar, this._editor());
+    return both;
+  }
+
   paint(): void {
     const s = this.tl.step, p = s.payload;
     if (p && s.record !== this.shownRecord) {  // another record or notebook: its view as it was left
       this.shownRecord = s.record;
-      const kept = this.tl.memory.get(this.tl.link.session?.path).view as View | undefined;
-      if (kept && VIEWS.includes(kept)) this.view = kept;
+      const kept = this.tl.memory.get(this.tl.link.session?.path).view;
+      if (kept && PANES.some((x) => x.title === kept)) this.view = kept;
     }
     if (s.error) { this.node.replaceChildren(h("div", { class: "tl-error" }, s.error)); return; }
     if (!p && s.problems.length) { this.node.replaceChildren(problemsView(s.problems, `thunderlab cannot show record ${s.record}`)); return; }
@@ -101,71 +109,20 @@ class StepBody extends Widget {
       tabs.append(b);
     }
     tabs.append(h("span", { class: "tl-tab-gap" }));
-    for (const v of VIEWS) {
-      const b = h("button", { type: "button", class: v === this.view ? "tl-active" : "", "data-view": v }, v);
-      b.addEventListener("click", () => { this.view = v; this.tl.memory.set(this.tl.link.session?.path, { view: v }); this.paint(); });
+    const pane = PANES.find((x) => x.title === this.view) ?? PANES[0];
+    for (const v of PANES) {
+      const b = h("button", { type: "button", class: v === pane ? "tl-active" : "", "data-view": v.title }, v.title);
+      b.addEventListener("click", () => { this.view = v.title; this.tl.memory.set(this.tl.link.session?.path, { view: v.title }); this.paint(); });
       tabs.append(b);
     }
-    const parts: (HTMLElement | null)[] = [head, st.error ? h("div", { class: "tl-error" }, st.error) : null, tabs];
-    const t = traces && trace ? traces[trace] : null;
+    const parts: Node[] = [head, ...(st.error ? [h("div", { class: "tl-error" }, st.error)] : []), tabs];
     if (s.problems.length) parts.push(problemsView(s.problems, `thunderlab cannot show step ${st.index}'s program`));
-    else if (traces === undefined) parts.push(h("div", { class: "tl-muted" }, "loading…"));
-    else if (!t) parts.push(h("div", { class: "tl-muted" }, "(this step has no program)"));
-    else if (this.view === "Program") {
-      parts.push(h("div", { class: "tl-muted tl-stats" }, `${trace}: ${t.stats.symbols} symbols, ${t.stats.regions} fusion regions · ` +
-        Object.entries(t.stats.executors).map(([k, v]) => `${k} ${v}`).join(", ")));
-      if (this.model.sharedModel.getSource() !== t.program) this.model.sharedModel.setSource(t.program);
-      this.calls = t.calls ?? [];
-      this._showSource(this.tl.selection.selected);
-      parts.push(this.sourceBar, this._editor());
-    } else if (this.view === "Diff") parts.push(this._diff(p, st.index, trace!));
-    else if (this.view === "Graph") {
-      const graphs = Object.fromEntries(Object.entries(traces!).map(([k, v]) => [k, v.graph]));
-      const focus = this.focus;
-      this.focus = null;
-      parts.push(graphView(t.graph, t.changes, { ...this.tl.settings, trace, traces: graphs, focus,
-        declines: declinesAt(p, st.index), onJump: (tr, id) => { this.focus = id; s.setTrace(tr); } }));
-    }
-    else if (this.view === "Timings") parts.push(stepTimingsView(p, st));
     else {
-      const labels = new Map(t.graph.nodes.map((n) => [n.id, n.label]));
-      parts.push(notesView(p, { ...st, traces: traces ?? null }, labels, (id) => this.tl.selection.selectNode(id, "notes")));
+      parts.push(...renderPane(pane, st, { payload: p, trace: trace ?? "", selection: this.tl.selection, state: this.paneState,
+        repaint: () => this.paint(), setTrace: (n) => s.setTrace(n), tracesOf: (i) => s.traces(i), load: (i) => void s.load(i),
+        graph: this.tl.settings, program: (t) => this._program(t) }));
     }
-    this.node.replaceChildren(...parts.filter((x): x is HTMLElement => !!x));
-  }
-
-  private _diff(p: Payload, step: number, trace: string): HTMLElement {
-    const s = this.tl.step;
-    const prev = [...p.steps].reverse().find((x) => x.index < step && !x.error)?.index ?? 0;
-    const other = this.against !== null && this.against !== step ? this.against : prev;
-    const sel = h("select", { class: "tl-diff-against", "aria-label": "compare with step" });
-    for (const x of p.steps) if (x.index !== step) sel.append(h("option", { value: x.index }, `vs step ${x.index}: ${x.spec}${x.index === prev ? " (previous)" : ""}`));
-    sel.value = String(other);
-    sel.addEventListener("change", () => { this.against = Number(sel.value); this.paint(); });
-    const box = h("div", { class: "tl-sbs" });
-    const a = s.traces(other);
-    if (a === undefined) { void s.load(other); box.append(h("div", { class: "tl-muted" }, "loading…")); }
-    else {
-      const ta = a?.[trace], tb = s.traces()?.[trace];
-      if (tb?.calls && (!ta || ta.calls)) {
-        box.append(callDiffView(ta ?? { program: "", calls: [] }, tb, { beforeName: `step ${other}: ${p.steps[other].spec}`,
-          afterName: `step ${step}: ${p.steps[step].spec}`, onSelect: (id) => this.tl.selection.selectNode(id, "diff"),
-          regionExecutor: (r) => p.regions[r]?.executor ?? null }));
-        return h("div", { class: "tl-diff-view" }, sel, box);
-      }
-      const before = ta?.program ?? "", after = tb?.program ?? "";
-      const rows = alignLines(before.split("\n"), after.split("\n"));
-      const changed = rows.filter((r) => r.kind !== "same").length;
-      box.append(h("div", { class: "tl-muted" }, changed ? `${changed} lines differ` : "the programs print the same" +
-        " (executor assignment shows in the graph)"));
-      const table = h("table", { class: "tl-sbs-table" });
-      for (const r of rows) {
-        if (r.kind === "same" && changed && rows.length > 60) continue;  // long programs: only what changed
-        table.append(h("tr", { class: `tl-sbs-${r.kind}` }, h("td", { class: "tl-sbs-a" }, r.a ?? ""), h("td", { class: "tl-sbs-b" }, r.b ?? "")));
-      }
-      box.append(table);
-    }
-    return h("div", { class: "tl-diff-view" }, sel, box);
+    this.node.replaceChildren(...parts);
   }
 }
 

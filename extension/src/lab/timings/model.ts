@@ -2,7 +2,7 @@
 // one profiled call; and the pure shaping of a comparison of two records (step times paired, call time in words).
 import { Signal, type ISignal } from "@lumino/signaling";
 import { kernelTable, OUTSIDE, type Kernels, type RegionKernels } from "../../kernels";
-import { alignLines } from "../../views";
+import { alignLines } from "../../textdiff";
 import type { CompareStep, TimingsEvent } from "../protocol";
 
 export interface TimingRow { region: string; executor: string; version: string; running: boolean; count: number; median_ms: number; min_ms: number }

@@ -4,8 +4,8 @@
 import { PanelWithToolbar } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
 import { callDiffView } from "../../calldiff";
+import { h } from "../../dom";
 import { hasDevice, kernelRows, kernelTable, OUTSIDE, us } from "../../kernels";
-import { h } from "../../views";
 import type { Comparison } from "../protocol";
 import type { IThunderlabSidebar } from "../tokens";
 import { pairSteps, regionGroups, speedWords, timingRows, totalCalls } from "./model";

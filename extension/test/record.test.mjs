@@ -1,21 +1,12 @@
-// Tests the pure helpers of src/views.ts (node has no DOM). `npm test` builds build-test/views.mjs first.
+// Tests the pure helpers of the record page (src/record.ts) and the graph's grouping (node has no DOM).
+// `npm test` builds build-test/*.mjs first.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { classifyDiffLine, passName, pipelinePasses } from "../build-test/views.mjs";
+import { defaultDepth, defaultGrouping, collapseGroups, scopeAt } from "../build-test/graph.mjs";
+import { passName, pipelinePasses } from "../build-test/record.mjs";
 
 const node = (id, kind = "call", group = null) => ({ id, label: id, kind, executor: kind === "call" ? "torch" : null, source: null, group });
 const edge = (src, dst) => ({ src, dst, value: `${src}_out`, type: "f32[4]" });
-
-test("classifyDiffLine", () => {
-  assert.equal(classifyDiffLine("--- a/forward"), "meta");
-  assert.equal(classifyDiffLine("+++ b/forward"), "meta");
-  assert.equal(classifyDiffLine("@@ -1,4 +1,3 @@ def forward(x):"), "hunk");
-  assert.equal(classifyDiffLine("+  t0 = ltorch.add(x, y)"), "add");
-  assert.equal(classifyDiffLine("-  t1 = ltorch.mul(t0, 2)"), "del");
-  assert.equal(classifyDiffLine("   return t0"), "ctx");
-  assert.equal(classifyDiffLine(""), "ctx");
-  assert.equal(classifyDiffLine("\\ No newline at end of file"), "meta");
-});
 
 test("passName strips options and the disabled marker", () => {
   assert.equal(passName("remat{budget=3}"), "remat");
@@ -27,8 +18,7 @@ test("pipelinePasses splits outside option braces", () => {
   assert.deepEqual(pipelinePasses("dce, remat{budget=3,x=1},-cse,claim"), ["dce", "remat", "claim"]);
 });
 
-test("module scopes: cut at a depth, a default depth at the layers, and folding a group into one node", async () => {
-  const { scopeAt, defaultDepth, defaultGrouping, collapseGroups } = await import("../build-test/views.mjs");
+test("module scopes: cut at a depth, a default depth at the layers, and folding a group into one node", () => {
   assert.equal(scopeAt("transformer.h.0.attn", 3), "transformer.h.0");
   assert.equal(scopeAt("transformer", 3), null);
   assert.equal(scopeAt(null, 1), null);
