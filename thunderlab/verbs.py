@@ -70,7 +70,7 @@ def rerun(record: CompileRecord, pipeline: str | None = None, *, observer: Obser
             # checked against eager on the inputs as they are now, as bisect checks: the saved outputs belong to
             # the inputs as they were when the record was made (a training step has updated the parameters since)
             reference = current_reference(record.captured, inputs, old.eager, len(record.inputs))
-            check = NumericCheck(inputs, reference, record.captured.forward.meta.get("input_views"))
+            check = NumericCheck(inputs, reference, record.captured.boundary.input_views)
     rest = Pipeline(parsed.enabled()[k:])
     steps, _final, error = run_pipeline(new.steps[-1].program, rest, observer=observers(check, observer),
                                         first_index=k + 1)
@@ -131,7 +131,7 @@ def bisect(record: CompileRecord, inputs=None, reference=None, *,
         reference = current_reference(steps[0].program, inputs, eager, len(record.inputs))
     # every step in order, not a binary search: a pass can break a program that a later pass repairs (dce
     # dropping what was wrong), and the answer must be the step a re-run's verification would blame first
-    check = NumericCheck(inputs, reference, steps[0].program.forward.meta.get("input_views"), annotate=False)
+    check = NumericCheck(inputs, reference, steps[0].program.boundary.input_views, annotate=False)
     observe = observers(check, observer)
     for s in steps:
         observe(s)

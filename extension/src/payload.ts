@@ -31,7 +31,26 @@ export interface Trace { program: string; diff: string | null; graph: Graph; cha
 export interface Verification { ok: boolean; structural: string; max_error: number | null; detail: string }
 export interface Step {
   index: number; spec: string; seconds: number; symbols_before: number; symbols_after: number;
-  error: string | null; verification: Verification | null; notes: unknown; traces: Record<string, Trace> | null;
+  error: string | null; verification: Verification | null; notes: Notes | Record<string, unknown>; traces: Record<string, Trace> | null;
+}
+/** What a pass did (thunderlab.core.notes.Notes): one line, named facts, and per call an executor's no: [call id, executor, reason]. */
+export interface Notes { summary: string; facts: Record<string, unknown>; declines: [number, string, string][] }
+
+/** A step's notes in the one shape every view reads. Files written before notes were typed kept a plain dict of facts
+ *  (claim's declines as {id: [[executor, reason]]}, fuse's left_out as {id: reason}, ddp's summary among them). */
+export function readNotes(notes: unknown): Notes {
+  const n = (notes && typeof notes === "object" ? notes : {}) as Record<string, any>;
+  const keys = Object.keys(n);
+  if (keys.length === 3 && typeof n.summary === "string" && Array.isArray(n.declines) && n.facts && typeof n.facts === "object") {
+    return n as Notes;
+  }
+  const { summary, declines, left_out, ...facts } = n;
+  const out: [number, string, string][] = [];
+  for (const [id, reasons] of Object.entries(declines && typeof declines === "object" ? declines : {})) {
+    for (const [ex, why] of reasons as [string, string][]) out.push([Number(id), ex, why]);
+  }
+  for (const [id, why] of Object.entries(left_out && typeof left_out === "object" ? left_out : {})) out.push([Number(id), "fuse", String(why)]);
+  return { summary: typeof summary === "string" ? summary : "", facts, declines: out };
 }
 export interface Region {
   executor: string; version: string; error: string | null; history: [number, string][];

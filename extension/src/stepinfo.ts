@@ -1,9 +1,9 @@
 // What a step did, in words, for every view: the inputs by name, whether numbers were compared, the pass's
-// notes (claim's hand-out, fuse's regions, remat's decision), why calls were not fused, the values saved
+// notes (a summary, named facts and declines, one shape for every pass), why calls were not fused, the values saved
 // for backward with their bytes, per-step and per-region timings, and the program linked to source lines.
 import { h, ms } from "./dom";
 import { KERNEL_CSS, kernelsView } from "./kernels";
-import type { Call, InputName, Payload, Saved, Source, Step, Verification } from "./payload";
+import { readNotes, type Call, type InputName, type Payload, type Saved, type Source, type Step, type Verification } from "./payload";
 import type { SelectionModel } from "./selection";
 
 export type { InputName, Saved } from "./payload";
@@ -33,62 +33,39 @@ export function verificationWords(v: Verification | null | undefined): { text: s
   return { text: "✓ structure only", cls: "tl-ok tl-structural", title: "the program is well formed; numbers were not compared (thunderlab.jit(..., verify=True) compares them)" };
 }
 
-/** The pass's notes as sentences, for the passes that report any; other passes' notes as "key: value". */
-export function noteLines(spec: string, notes: unknown): string[] {
-  const n = (notes ?? {}) as Record<string, any>;
-  const pass = spec.replace(/^-/, "").split("{")[0].trim();
-  const out: string[] = [];
-  if (!Object.keys(n).length) return out;
-  if (pass === "claim") {
-    const by = Object.entries(n.by_executor ?? {}).map(([k, v]) => `${k} ${v}`).join(", ");
-    out.push(`claim handed out the calls: ${by || "none"}`);
-    out.push(`${n.kept_whole ?? 0} calls kept whole, ${n.decomposed ?? 0} decomposed` +
-      (n.decomposed_symbols?.length ? ` (${n.decomposed_symbols.join(", ")})` : ""));
-    const declined = Object.keys(n.declines ?? {}).length;
-    if (declined) out.push(`${declined} calls were declined by at least one executor (see "why not fused" below)`);
-  } else if (pass === "fuse") {
-    const regions = Object.entries(n.regions ?? {}) as [string, { executor: string; members: number }][];
-    const members = regions.reduce((s, [, r]) => s + (r.members ?? 0), 0);
-    out.push(regions.length ? `fuse made ${regions.length} regions from ${members} calls: ` +
-      regions.slice(0, 8).map(([k, r]) => `${k} (${r.members} calls, ${r.executor})`).join(", ") + (regions.length > 8 ? ", …" : "")
-      : "fuse made no region");
-    const left = Object.keys(n.left_out ?? {}).length;
-    if (left) out.push(`${left} calls left to torch (see "why not fused" below)`);
-  } else if (pass === "remat") {
-    out.push(`remat decided: recompute=${n.recompute ?? "?"} (${n.why ?? "no reason given"})`);
-    if (n.saved_before != null) {
-      out.push(`saved for backward: ${n.saved_before} values (${bytes(n.saved_bytes_before ?? 0)}) → ${n.saved_after} values ` +
-        `(${bytes(n.saved_bytes_after ?? 0)}); ${n.recomputed ?? 0} calls recomputed in backward`);
-    }
-  } else if (pass === "autodiff") {
-    if (n.differentiated === false) out.push("autodiff: nothing requires grad, no backward trace");
-    else out.push(`autodiff saved ${(n.saved ?? []).length} values for backward (${bytes(n.saved_bytes ?? 0)})`);
-  } else {
-    for (const [k, v] of Object.entries(n)) {
-      if (k === "traceback") continue;
-      const text = typeof v === "string" ? v : JSON.stringify(v);
-      out.push(`${k}: ${text.length > 200 ? text.slice(0, 199) + "…" : text}`);
-    }
+/** A fact's value in a few words: text and numbers as they are, short lists joined, bigger tables counted. */
+function factText(v: unknown): string {
+  const scalar = (x: unknown) => x === null || ["string", "number", "boolean"].includes(typeof x);
+  let text: string;
+  if (scalar(v)) text = String(v);
+  else if (Array.isArray(v)) text = v.every(scalar) ? v.join(", ") || "none" : `${v.length} entries`;
+  else {
+    const entries = Object.entries(v as Record<string, unknown>);
+    text = entries.length <= 8 && entries.every(([, x]) => scalar(x)) ? entries.map(([k, x]) => `${k} ${x}`).join(", ") || "none"
+      : `${entries.length} entries`;
   }
+  return text.length > 200 ? text.slice(0, 199) + "…" : text;
+}
+
+/** The pass's notes as lines, whichever pass wrote them: its summary, then each named fact, then how many calls were declined. */
+export function noteLines(notes: unknown): string[] {
+  const n = readNotes(notes);
+  const out: string[] = [];
+  if (n.summary) out.push(n.summary);
+  for (const [k, v] of Object.entries(n.facts)) if (k !== "traceback") out.push(`${k.replace(/_/g, " ")}: ${factText(v)}`);
+  const declined = new Set(n.declines.map(([id]) => id)).size;
+  if (declined) out.push(`${declined} calls were declined by at least one executor (see "why not fused" below)`);
   return out;
 }
 
-/** Every decline up to step `step`: per call, the executors that said no and why (claim's declines, fuse's left-outs). */
+/** Every decline up to step `step`: per call, each executor that said no and why, in step order (claim's, then fuse's left-outs). */
 export function declineRows(p: Payload, step: number): { id: string; reasons: [string, string][] }[] {
   const by = new Map<string, [string, string][]>();
-  type Notes = { declines?: Record<string, [string, string][]>; left_out?: Record<string, string> } | null;
-  const last = Math.min(step, p.steps.length - 1);
-  let claim = -1;  // the latest claim up to the step: its declines first, then what later fuses left out
-  for (let i = last; i >= 0 && claim < 0; i--) if ((p.steps[i].notes as Notes)?.declines) claim = i;
-  if (claim >= 0) for (const [id, r] of Object.entries((p.steps[claim].notes as Notes)!.declines!)) by.set(`b${id}`, r.slice());
-  for (let i = Math.max(0, claim); i <= last; i++) {
-    const n = p.steps[i].notes as Notes;
-    if (n?.left_out) {
-      for (const [id, why] of Object.entries(n.left_out)) {
-        const list = by.get(`b${id}`) ?? [];
-        if (!list.some(([, w]) => w === why)) list.push(["fuse", why]);
-        by.set(`b${id}`, list);
-      }
+  for (let i = 0; i <= Math.min(step, p.steps.length - 1); i++) {
+    for (const [id, ex, why] of readNotes(p.steps[i].notes).declines) {
+      const list = by.get(`b${id}`) ?? [];
+      if (!list.some(([e, w]) => e === ex && w === why)) list.push([ex, why]);
+      by.set(`b${id}`, list);
     }
   }
   return [...by].map(([id, reasons]) => ({ id, reasons }));
@@ -132,7 +109,7 @@ export function notesView(p: Payload, st: Step, labels: Map<string, string>, onS
   const v = verificationWords(st.verification);
   box.append(h("div", {}, h("strong", {}, `step ${st.index}: ${st.spec}`), ` · ${ms(st.seconds)} ms · ${st.symbols_before} → ${st.symbols_after} symbols · `,
     h("span", { class: v.cls, title: v.title }, v.text)));
-  const lines = noteLines(st.spec, st.notes);
+  const lines = noteLines(st.notes);
   box.append(lines.length ? h("ul", { class: "tl-notes" }, ...lines.map((l) => h("li", {}, l)))
     : h("div", { class: "tl-muted" }, st.index === 0 ? "the program TorchDynamo captured" : "this pass reported nothing more"));
   const fw = st.traces?.forward as { saved?: Saved } | undefined;

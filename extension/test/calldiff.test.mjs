@@ -100,20 +100,33 @@ test("splitInputs keeps the user's arguments apart from lifted parameters", () =
   assert.deepEqual(params.map((a) => a.name), ["transformer_h_0_ln_1_weight", "bn_running_mean", "fc_bias"]);
 });
 
-test("noteLines says what claim, fuse, remat and autodiff did", () => {
-  assert.deepEqual(noteLines("claim{executors=inductor+torch}", { kept_whole: 3, decomposed: 1, decomposed_symbols: ["ltorch.gelu"], by_executor: { inductor: 3, torch: 1 }, declines: { 4: [["nvfuser", "no GPU"]] } }),
-    ["claim handed out the calls: inductor 3, torch 1", "3 calls kept whole, 1 decomposed (ltorch.gelu)", '1 calls were declined by at least one executor (see "why not fused" below)']);
-  assert.match(noteLines("fuse", { regions: { inductor0: { executor: "inductor", members: 22 } }, left_out: {} })[0], /^fuse made 1 regions from 22 calls: inductor0 \(22 calls, inductor\)/);
-  const remat = noteLines("remat", { recompute: "all", why: "auto: fuse follows", saved_before: 117, saved_after: 73, saved_bytes_before: 1825920, saved_bytes_after: 1221376, recomputed: 61 });
-  assert.equal(remat[0], "remat decided: recompute=all (auto: fuse follows)");
-  assert.equal(remat[1], "saved for backward: 117 values (1.7 MiB) → 73 values (1.2 MiB); 61 calls recomputed in backward");
-  assert.deepEqual(noteLines("dce", {}), []);
-  assert.deepEqual(noteLines("mine", { removed: 3, traceback: "..." }), ["removed: 3"]);
+test("noteLines reads every pass's notes one way: the summary, each named fact, how many calls were declined", () => {
+  const claim = { summary: "1 decomposed, 3 kept whole", facts: { kept_whole: 3, decomposed: 1, decomposed_symbols: ["ltorch.gelu"], by_executor: { inductor: 3, torch: 1 } },
+    declines: [[4, "nvfuser", "no GPU"], [4, "inductor", "opaque"]] };
+  assert.deepEqual(noteLines(claim), ["1 decomposed, 3 kept whole", "kept whole: 3", "decomposed: 1", "decomposed symbols: ltorch.gelu",
+    "by executor: inductor 3, torch 1", '1 calls were declined by at least one executor (see "why not fused" below)']);
+  const fuse = { summary: "1 region from 22 calls", facts: { regions: { inductor0: { executor: "inductor", members: 22 } } }, declines: [] };
+  assert.deepEqual(noteLines(fuse), ["1 region from 22 calls", "regions: 1 entries"]);
+  assert.deepEqual(noteLines({ summary: "", facts: {}, declines: [] }), []);
+  assert.deepEqual(noteLines({ summary: "", facts: { removed: 3, traceback: "..." }, declines: [] }), ["removed: 3"]);
+  assert.equal(noteLines({ summary: "", facts: { names: "x".repeat(300) }, declines: [] })[0].length, "names: ".length + 200);
 });
 
-test("declineRows gathers claim's declines and fuse's left-outs up to the step", () => {
+test("noteLines and declineRows read notes written before they were typed (a plain dict of facts)", () => {
+  assert.deepEqual(noteLines({ kept_whole: 3, declines: { 4: [["nvfuser", "no GPU"]] } }),
+    ["kept whole: 3", '1 calls were declined by at least one executor (see "why not fused" below)']);
+  assert.deepEqual(noteLines({ summary: "2 bucket(s)", world: 4 }), ["2 bucket(s)", "world: 4"]);
+  assert.deepEqual(noteLines({}), []);
+  const step = (notes) => ({ index: 0, spec: "", seconds: 0, symbols_before: 0, symbols_after: 0, error: null, verification: null, notes, traces: null });
+  const p = { steps: [step({}), step({ declines: { 5: [["nvfuser", "no GPU"]] } }), step({ left_out: { 5: "not fusible" } })] };
+  assert.deepEqual(declineRows(p, 2), [{ id: "b5", reasons: [["nvfuser", "no GPU"], ["fuse", "not fusible"]] }]);
+});
+
+test("declineRows gathers every step's declines up to the step, claim's then fuse's left-outs", () => {
   const step = (spec, notes) => ({ index: 0, spec, seconds: 0, symbols_before: 0, symbols_after: 0, error: null, verification: null, notes, traces: null });
-  const p = { steps: [step("capture", {}), step("claim", { declines: { 5: [["nvfuser", "no GPU"]] } }), step("fuse", { left_out: { 5: "not fusible", 7: "opaque" } })] };
+  const p = { steps: [step("capture", { summary: "", facts: {}, declines: [] }),
+    step("claim", { summary: "", facts: {}, declines: [[5, "nvfuser", "no GPU"]] }),
+    step("fuse", { summary: "", facts: {}, declines: [[5, "fuse", "not fusible"], [7, "fuse", "opaque"]] })] };
   p.steps.forEach((s, i) => (s.index = i));
   assert.deepEqual(declineRows(p, 0), []);
   assert.deepEqual(declineRows(p, 1), [{ id: "b5", reasons: [["nvfuser", "no GPU"]] }]);

@@ -2,7 +2,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { classify, moved, parsePipeline, printPipeline, PipelineModel, stepOf, RecordsModel, visibleRows,
-  declines, TimingsModel, timingRows, totalCalls } from "../build-test/lab.mjs";
+  TimingsModel, timingRows, totalCalls } from "../build-test/lab.mjs";
 import { alignLines } from "../build-test/textdiff.mjs";
 
 test("a pipeline string reads into passes and prints back as thunderlab's parser writes it", () => {
@@ -104,12 +104,6 @@ test("timings: rows per region and version, totals, a history that restarts for 
   assert.deepEqual(m.history, [2, 6]);
   m.update(ev(1, 1));
   assert.deepEqual(m.history, [2]);
-});
-
-test("declines: the reasons of the latest claim step up to the one shown", () => {
-  const p = { steps: [{ notes: {} }, { notes: { declines: { b1: [["inductor", "matmul is not fusible"]] } } }, { notes: {} }] };
-  assert.deepEqual(declines(p, 2), [{ id: "b1", reasons: [["inductor", "matmul is not fusible"]] }]);
-  assert.deepEqual(declines(p, 0), []);
 });
 
 test("alignLines pairs lines side by side along a shortest edit script", () => {

@@ -115,8 +115,8 @@ def run_fsdp_case(name: str, level: int, rank: int, world: int, bucket_mb: float
     return {"max_abs": worst[0], "where": worst[1], "scale": max(p.abs().max().item() for p in ref.parameters()),
             "shard_numel": sum(p.numel() for p in tl.parameters()),
             "numel": sum(p.numel() for p in ref.parameters()),
-            "notes": {k: v for k, v in steps["fsdp"].notes.items() if k != "predicted"},
-            "sink": steps["sink-waits"].notes["summary"],
+            "notes": {k: v for k, v in steps["fsdp"].notes.facts.items() if k != "predicted"},
+            "sink": steps["sink-waits"].notes.summary,
             "backward_collectives": [b.sym.name for b in bw.bound_symbols if b.sym.communicates],
             "unsharded_storage": sum(p.untyped_storage().nbytes() for p in model.parameters()),
             "no_grad_max_abs": evaluated}
@@ -140,7 +140,7 @@ def run_case(case: str, rank: int, world: int) -> dict:
         tl = thunderlab.distributed.ddp(model, bucket_mb=0.01)  # small buckets: several all-reduces overlap backward
         train(model, tl, batches, loss_of, rank, no_sync=tl.no_sync if how == "no_sync" else None)
         note = tl.record().steps[[s.spec.split("{")[0] for s in tl.record().steps].index("ddp")]
-        extra = {"buckets": len(note.notes.get("buckets", [])) if isinstance(note.notes, dict) else None}
+        extra = {"buckets": len(note.notes.get("buckets", []))}
     elif how == "torch_ddp_around_compiled":
         wrapped = DDP(torch.compile(model, backend="thunderlab"))
         train(model, wrapped, batches, loss_of, rank)

@@ -130,3 +130,35 @@ def test_background_compiles_go_to_the_worker_process_and_to_a_thread_here_with_
             torch.testing.assert_close(j(x), f(x))  # the kernel
             y = torch.randn(2 * n)[::2]  # strides it was not compiled for: the region's torch version runs
             torch.testing.assert_close(j(y), f(y))
+
+
+def test_run_options_are_one_value_handed_to_every_region():
+    """How a program runs (tiered, timed, eager regions) is one RunOptions, the same for bind and each region."""
+    import dataclasses
+
+    import pytest
+
+    from thunderlab.executors.base import RunOptions, bind
+
+    j = thunderlab.jit(f, pipeline="claim{executors=testhooks+torch},fuse")
+    x = torch.randn(3, 3)
+    j(x)
+    final = thunderlab.last_record(j).steps[-1].program.forward
+    seen = []
+    bind_region = EX.bind_region
+    EX.bind_region = lambda bsym, options: seen.append(options) or bind_region(bsym, options)
+    try:
+        opts = RunOptions(tiered=False, timing=True)
+        (got,) = bind(final, options=opts)(x)  # the captured graph returns a tuple
+        torch.testing.assert_close(got, f(x))
+        assert seen and all(o is opts for o in seen)
+        seen.clear()
+        (got,) = bind(final, options=RunOptions(eager_regions=True))(x)
+        torch.testing.assert_close(got, f(x))
+        assert not seen, "eager regions run their members with torch: no executor is asked"
+    finally:
+        del EX.bind_region
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.timing = False
+    with pytest.raises(TypeError, match=r"options must be a RunOptions \(tiered, timing, .*\), not dict"):
+        bind(final, options={"tiered": False})

@@ -7,7 +7,7 @@ import torch
 
 from thunderlab.core.trace import Trace
 from thunderlab.executors import nvfuser as nv
-from thunderlab.executors.base import EXECUTORS, bind
+from thunderlab.executors.base import EXECUTORS, RunOptions, bind
 from thunderlab.ops import prims
 
 pytestmark = pytest.mark.nvfuser
@@ -256,12 +256,12 @@ def test_can_execute_wants_cuda_tensors(monkeypatch):
 def test_a_bound_region_falls_back_to_torch_and_says_why():
     if nv.available()[0]:
         pytest.skip("nvFuser is available")
-    from thunderlab.core.symbols import BoundSymbol, Symbol
+    from thunderlab.executors.fusion import make_region
 
     tr = region([((3, 4), F), ((3, 4), F)], lambda a, b: prims.mul(prims.add(a, b), 2.0))
-    sym = Symbol(name="nvfuser0", module="fusion", impl=None, qualname="nvfuser0")
-    bsym = BoundSymbol(sym, tuple(tr.inputs), {}, tr.output, tuple(tr.bound_symbols), executor="nvfuser")
-    runner = EXECUTORS["nvfuser"].bind_region(bsym, {"tiered": False})
+    bsym = make_region("nvfuser0", "nvfuser", tr.bound_symbols, tr.output)
+    assert bsym.args == tuple(tr.inputs)  # its inputs: what the members read and do not make
+    runner = EXECUTORS["nvfuser"].bind_region(bsym, RunOptions(tiered=False))
     a, b = torch.randn(3, 4), torch.randn(3, 4)
     (out,) = runner(a, b)
     torch.testing.assert_close(out, (a + b) * 2)

@@ -70,8 +70,8 @@ def test_python_unary_operators_map_to_symbols():
 
 def _lowered(fn, *args):
     gm = torch.fx.symbolic_trace(fn)
-    trace, _ = lower(gm, args)
-    return trace, trace.python(source=False)
+    program, _ = lower(gm, args)
+    return program, program.forward.python(source=False)
 
 
 def test_a_write_through_a_view_becomes_a_write_to_its_base():
@@ -79,13 +79,13 @@ def test_a_write_through_a_view_becomes_a_write_to_its_base():
         x.diagonal().mul_(2)
         return x + 0
 
-    trace, code = _lowered(f, torch.randn(3, 3))
+    program, code = _lowered(f, torch.randn(3, 3))
     assert "_diagonal_scatter(x, " in code  # the view's new value put back into the base
     assert code.count("prims.copy_(") == 1  # and the input written once, at the end
-    assert trace.meta["written_inputs"] == [0]
+    assert program.boundary.written_inputs == (0,)
     x = torch.randn(3, 3)
     want = f(x.clone())
-    torch.testing.assert_close(trace.callable()(x), want)
+    torch.testing.assert_close(program.forward.callable()(x), want)
 
 
 def test_views_read_after_a_write_are_regenerated_from_the_new_base():
@@ -94,9 +94,9 @@ def test_views_read_after_a_write_are_regenerated_from_the_new_base():
         x.add_(1)
         return v * 2
 
-    trace, code = _lowered(f, torch.randn(2, 3))
+    program, code = _lowered(f, torch.randn(2, 3))
     x = torch.randn(2, 3)
-    torch.testing.assert_close(trace.callable()(x.clone()), f(x.clone()))
+    torch.testing.assert_close(program.forward.callable()(x.clone()), f(x.clone()))
     assert code.index("ltorch.add(") < code.rindex("getitem(")  # v is taken again after the write
 
 
@@ -106,17 +106,17 @@ def test_whether_a_call_is_a_view_is_pytorchs_answer():
         x.reshape(-1).add_(1)  # reshape of a contiguous one is a view: x is written
         return x
 
-    trace, code = _lowered(f, torch.randn(2, 3))
-    assert trace.meta["written_inputs"] == [0] and code.count("ltorch.add(") == 2
+    program, code = _lowered(f, torch.randn(2, 3))
+    assert program.boundary.written_inputs == (0,) and code.count("ltorch.add(") == 2
     x = torch.randn(2, 3)
     got = x.clone()
-    trace.callable()(got)
+    program.forward.callable()(got)
     torch.testing.assert_close(got, f(x.clone()))
 
 
 def test_returned_views_of_inputs_are_listed_for_the_runtime():
-    trace, _ = _lowered(lambda x: x.add_(1).t(), torch.randn(2, 3))
-    [(leaf, position, steps)] = trace.meta["input_views"]
+    program, _ = _lowered(lambda x: x.add_(1).t(), torch.randn(2, 3))
+    [(leaf, position, steps)] = program.boundary.input_views
     assert (leaf, position) == (0, 0) and [s.name for s in steps] == ["t"]
 
 
@@ -144,7 +144,7 @@ def test_an_autocast_region_is_one_call_under_the_same_autocast():
         return z + 1
 
     a, b = torch.randn(2, 3), torch.randn(3, 2)
-    trace, _ = lower(_dynamo_graph(f, a, b), (a, b))
+    trace = lower(_dynamo_graph(f, a, b), (a, b))[0].forward
     code = trace.python(source=False)
     assert re.search(r"_autocast_region\w*\(t0, b\)", code) and "ltorch.exp(a)" in code  # only the region is opaque
     region = next(bs for bs in trace.bound_symbols if bs.sym.name == "autocast_region")

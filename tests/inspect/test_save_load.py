@@ -10,6 +10,7 @@ import torch
 
 import thunderlab
 from tests.data.evil_model import Evil, Evil_inputs
+from thunderlab.core.notes import Notes
 from thunderlab.inspect.serialize import SCHEMA_ID
 
 PIPELINE = "dce,cse,autodiff,remat,claim,fuse,del"
@@ -52,7 +53,8 @@ def test_a_loaded_record_equals_the_saved_one(tmp_path):
         assert (t.index, t.spec, t.seconds, t.symbols_before, t.symbols_after, t.error) == (
             s.index, s.spec, s.seconds, s.symbols_before, s.symbols_after, s.error)
         assert t.verification == s.verification
-        assert t.notes == json.loads(json.dumps(thunderlab.inspect.serialize.jsonable(s.notes)))
+        as_saved = json.loads(json.dumps(thunderlab.inspect.serialize.jsonable(s.notes.to_json())))
+        assert t.notes == Notes.from_json(as_saved)
         for trace in s.program.traces:
             assert t.python(trace) == s.python(trace)
             g, h = s.graph(trace, expand_regions=True), t.graph(trace)

@@ -62,15 +62,19 @@ def test_cse_keeps_a_buffer_that_is_written_apart():
     assert "ltorch.sin" in names and "ltorch.cos" in names
 
 
+def _opaque_calls(j) -> list:
+    return [b for b in thunderlab.last_record(j).program.forward.bound_symbols if b.sym.module == "torch"]
+
+
 def test_opaque_calls_that_draw_are_tagged_random():
     j = thunderlab.jit(lambda x: F.rrelu(x, training=True) + F.dropout2d(x, 0.5) + torch.poisson(x.abs()),
                        pipeline="dce")
     j(torch.randn(2, 3, 4))
-    opaque = [b.sym for b in thunderlab.last_record(j).program.forward.bound_symbols if b.sym.module == "torch"]
-    assert len(opaque) == 3 and all(Tag.RANDOM in s.tags for s in opaque)
+    opaque = _opaque_calls(j)
+    assert len(opaque) == 3 and all(Tag.RANDOM in b.tags and b.random for b in opaque)
     j = thunderlab.jit(lambda x: torch.cummax(x, 0).values, pipeline="dce")
     j(torch.randn(3))
-    cummax = next(b.sym for b in thunderlab.last_record(j).program.forward.bound_symbols if b.sym.module == "torch")
+    (cummax,) = _opaque_calls(j)
     assert Tag.RANDOM not in cummax.tags
 
 
@@ -80,13 +84,43 @@ def test_opaque_calls_that_write_an_argument_are_tagged_side_effect():
     j = thunderlab.jit(lambda x: torch.instance_norm(x, None, None, rm, rv, True, 0.1, 1e-5, False) * 2,
                        pipeline="dce")
     j(torch.randn(2, 3, 4))
-    norm = next(b.sym for b in thunderlab.last_record(j).program.forward.bound_symbols if b.sym.module == "torch")
-    assert Tag.SIDE_EFFECT in norm.tags
+    (norm,) = _opaque_calls(j)
+    assert Tag.SIDE_EFFECT in norm.tags and norm.side_effect
     assert not torch.equal(rm, torch.zeros(3)), "the running mean was updated, as eager updates it"
     j = thunderlab.jit(lambda x: torch.cummax(x, 0).values, pipeline="dce")
     j(torch.randn(3))
-    cummax = next(b.sym for b in thunderlab.last_record(j).program.forward.bound_symbols if b.sym.module == "torch")
+    (cummax,) = _opaque_calls(j)
     assert Tag.SIDE_EFFECT not in cummax.tags
+
+
+def test_what_one_call_does_is_not_learned_by_every_call_of_its_symbol():
+    # dropout2d zeroes whole channels only while training (its documented behaviour): one opaque symbol,
+    # two kinds of call
+    j = thunderlab.jit(lambda x, training: F.dropout2d(x, 0.5, training=training) * 2, pipeline="dce")
+    j(torch.randn(2, 3, 4, 4), True)
+    (drawing,) = _opaque_calls(j)
+    j(torch.randn(2, 3, 4, 4), False)
+    (plain,) = _opaque_calls(j)
+    assert drawing.sym is plain.sym, "the same symbol in both records"
+    assert drawing.random and not plain.random
+    assert Tag.RANDOM not in plain.sym.tags, "the draw is the call's, not the symbol's"
+    # and a later record of a call that does not draw is not taken for one that does
+    k = thunderlab.jit(lambda x: F.dropout2d(x, 0.5, training=False) * 2, pipeline="dce")
+    k(torch.randn(2, 3, 4, 4))
+    assert not any(b.random for b in _opaque_calls(k))
+
+
+def test_a_symbol_is_frozen():
+    import dataclasses
+
+    import pytest
+
+    for sym in (ltorch.add, prims.add):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            sym.tags = sym.tags | {Tag.RANDOM}
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            sym.impl = None
+    assert Tag.RANDOM not in ltorch.add.tags and ltorch.add.impl is not None
 
 
 def test_tracing_draws_nothing_from_the_generator():

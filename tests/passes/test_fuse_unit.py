@@ -76,3 +76,42 @@ def test_a_call_does_not_join_a_region_that_depends_on_it_through_another_region
     want = before.forward.callable()(*args)
     torch.manual_seed(0)
     torch.testing.assert_close(after.forward.callable()(*args), want)
+
+
+def test_every_region_is_made_in_one_place_and_runs_its_members_with_torch():
+    """fuse asks executors.fusion.make_region for each region; the region's symbol runs the members one by one
+    with torch until an executor compiles it, and fuse sets nothing on the symbol afterwards."""
+    import dataclasses
+
+    import pytest
+    import torch
+
+    import thunderlab
+    from thunderlab.executors import fusion
+
+    made = []
+    real = fusion.make_region
+
+    def spy(*args):
+        made.append(real(*args))
+        return made[-1]
+
+    import thunderlab.passes.fuse as fuse_module
+
+    fuse_module.make_region = spy
+    try:
+        j = thunderlab.jit(lambda x, w: (x.sin() * 2 + 1).tanh() @ w, pipeline="claim{executors=inductor+torch},fuse")
+        x, w = torch.randn(3, 3), torch.randn(3, 3)
+        j(x, w)
+    finally:
+        fuse_module.make_region = real
+    forward = thunderlab.last_record(j).steps[-1].program.forward
+    regions = [b for b in forward.bound_symbols if b.sym.is_region]
+    assert regions and [r.id for r in regions] == [r.id for r in made]
+    (region,) = regions
+    value = dict(zip([p.name for p in forward.inputs], (x, w)))
+    assert sorted(p.name for p in region.args) == sorted(value), "its inputs: what its members read and do not make"
+    (got,) = region.sym.impl(*[value[p.name] for p in region.args])
+    torch.testing.assert_close(got, (x.sin() * 2 + 1).tanh() @ w)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        region.sym.impl = None

@@ -6,6 +6,7 @@ import torch
 
 import thunderlab
 from thunderlab import Pass, register_pass
+from thunderlab.core.program import Boundary
 from thunderlab.ops import torch_ops as lt
 from thunderlab.runtime.compiled import CompileError
 
@@ -37,19 +38,19 @@ def _mutating(pass_name, change):
 
 _mutating("test-pop-call", lambda p: p.forward.bound_symbols.pop())
 _mutating("test-swap-trace", lambda p: p.traces.__setitem__("forward", p.forward.derive(bound_symbols=[])))
-_mutating("test-poke-meta", lambda p: p.forward.meta.__setitem__("poked", True))
+_mutating("test-poke-boundary", lambda p: setattr(p, "boundary", Boundary(written_inputs=(0,))))
 _mutating("test-swap-output", lambda p: setattr(p.forward, "output", p.forward.output[:1]))
 
 
 @pytest.mark.parametrize("name, what", [("test-pop-call", "trace 'forward''s calls"), ("test-swap-trace", "its traces"),
-                                        ("test-poke-meta", "trace 'forward''s meta"),
+                                        ("test-poke-boundary", "its boundary"),
                                         ("test-swap-output", "trace 'forward''s output")])
 def test_a_pass_that_changes_its_input_is_named_and_earlier_steps_stay(name, what):
     msg, rec = _compile(f"dce,cse,{name},claim,del")
     assert f"pass '{name}' (step 3)" in msg and "changed the program it was given" in msg and what in msg
     before = rec.steps[2]
     prog = before.program
-    assert "poked" not in prog.forward.meta
+    assert prog.boundary == Boundary()
     assert len(prog.forward.bound_symbols) == before.symbols_after  # as the step recorded it
     assert len(prog.forward.output) == 2
     torch.manual_seed(0)

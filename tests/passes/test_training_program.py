@@ -101,3 +101,27 @@ def test_a_contract_without_a_backward_is_an_error():
     prog = thunderlab.last_record(j).program
     with pytest.raises(VerificationError, match="no backward trace"):
         check_program(Program({"forward": prog.forward}, prog.training))
+
+
+def test_the_boundary_is_data_on_the_program_kept_by_every_pass():
+    """What the call does to the caller's tensors (which inputs it writes, which outputs view an input) is the
+    frontend's word to the runtime: a typed field of Program that passes hand on, never a key in a trace."""
+    def g(x, w):
+        w.mul_(2)  # a write to an input: eager leaves it doubled
+        return (x @ w).t(), w[0]  # and an output that is a view of the input w
+
+    x, w = torch.randn(3, 4, requires_grad=True), torch.randn(4, 5)
+    j = thunderlab.jit(g, pipeline="dce,cse,autodiff,remat,claim,fuse,del")
+    w_eager = w.clone()
+    want = g(x, w_eager)
+    got = j(x, w)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(w, w_eager)
+    assert got[1]._base is w or got[1].data_ptr() == w.data_ptr(), "the returned view shares w's memory, as in eager"
+    rec = thunderlab.last_record(j)
+    captured = rec.steps[0].program.boundary
+    (i,) = captured.written_inputs  # positions among the captured graph's inputs (TorchDynamo orders them)
+    assert "w" in rec.steps[0].program.forward.inputs[i].name
+    assert [(k, at) for k, at, _ in captured.input_views] == [(1, i)]
+    assert all(s.program.boundary == captured for s in rec.steps), "every pass keeps it"
+    assert not hasattr(rec.steps[-1].program.forward, "meta"), "not a bag of keys on a trace"

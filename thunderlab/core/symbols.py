@@ -73,9 +73,13 @@ _NAMESPACES = {Kind.PRIM: "prims", Kind.TORCH: "ltorch", Kind.OPAQUE: "torch", K
 _BY_MODULE = {"prims": Kind.PRIM, "ltorch": Kind.TORCH, "torch": Kind.OPAQUE, "fusion": Kind.FUSION}
 
 
-@dataclass(eq=False, init=False)
+@dataclass(eq=False, init=False, frozen=True)
 class Symbol:
     """An operation: its name, how to compute output metadata, and how to run it eagerly.
+
+    A symbol is frozen: one is shared by every trace and every record that calls it, so what is
+    learned about one call while tracing (an opaque call draws random numbers, or writes into an
+    argument) is that call's ``BoundSymbol.effects``, never a change to the symbol.
 
     ``meta(*args, **kwargs)`` returns output proxies. When ``decomposition`` is set it is
     used as the meta as well: tracing it yields the outputs and the subsymbols at once.
@@ -109,11 +113,12 @@ class Symbol:
             kind = _BY_MODULE.get(kind) or Kind(kind)
         if is_prim is not None and is_prim != (kind in (Kind.PRIM, Kind.BOOKKEEPING)):
             raise ValueError(f"Symbol {name!r}: is_prim={is_prim} contradicts kind {kind.name}")
-        self.name, self.kind, self.impl, self.meta, self.decomposition = name, kind, impl, meta, decomposition
-        self.tags = frozenset(tags) | ({Tag.BOOKKEEPING} if kind is Kind.BOOKKEEPING else frozenset())
-        self.printer = printer
-        self.signature = signature
-        self.qualname = qualname if qualname is not None else f"{kind.namespace}.{name}"
+        fields = dict(name=name, kind=kind, impl=impl, meta=meta, decomposition=decomposition,
+                      tags=frozenset(tags) | ({Tag.BOOKKEEPING} if kind is Kind.BOOKKEEPING else frozenset()),
+                      printer=printer, signature=signature,
+                      qualname=qualname if qualname is not None else f"{kind.namespace}.{name}")
+        for k, v in fields.items():
+            object.__setattr__(self, k, v)  # the only writes a frozen symbol takes
 
     @property
     def module(self) -> str:
@@ -260,10 +265,28 @@ class BoundSymbol:
     origin: str | None = None
     executor: str | None = None
     declined: tuple[tuple[str, str], ...] = ()  # (executor, reason) for each executor that said no
+    # Tags learned about this call while tracing it, beyond its symbol's (an opaque call seen to draw random
+    # numbers or to write into an argument): facts about this call, not about every call of the symbol
+    effects: frozenset = frozenset()
     derived_from: int | None = None  # in a backward trace: the id of the forward call it differentiates
     # True when the symbol's meta function produced ``output`` from these arguments (as tracing
     # does); verification then need not derive it again. Kept by re-labelling copies only.
     meta_ok: bool = field(default=False, repr=False)
+
+    @property
+    def tags(self) -> frozenset:
+        """What this call does beyond computing its outputs: its symbol's tags and its own ``effects``."""
+        return self.sym.tags | self.effects if self.effects else self.sym.tags
+
+    @property
+    def random(self) -> bool:
+        """Draws from a random generator (``Tag.RANDOM``): never merged, dropped or recomputed."""
+        return Tag.RANDOM in self.effects or self.sym.random
+
+    @property
+    def side_effect(self) -> bool:
+        """Writes into an argument (``Tag.SIDE_EFFECT``): never merged or dropped, nothing moves across it."""
+        return Tag.SIDE_EFFECT in self.effects or self.sym.side_effect
 
     # Arguments and outputs never change after construction (a rewrite makes a new bound
     # symbol), so their proxies are flattened once.

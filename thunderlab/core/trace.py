@@ -31,8 +31,6 @@ class Trace:
     inputs: list = field(default_factory=list)
     bound_symbols: list[BoundSymbol] = field(default_factory=list)
     output: Any = None
-    # facts passes hand on (e.g. which outputs backward differentiates)
-    meta: dict = field(default_factory=dict, repr=False)
     _names: set = field(default_factory=set, repr=False)
     # derive() shares the namespace until either trace adds a name: a record keeps every step's trace, and most
     # passes add none, so copying it at once would cost a set per trace per step
@@ -44,6 +42,8 @@ class Trace:
     # grad mode while recording (a no_grad region of the user's function): values made while it
     # is off do not require grad, as in eager
     grad_enabled: bool = field(default=True, repr=False)
+    # one set per call being bound (calls nest through decompositions): the effects its meta noted
+    _effects: list = field(default_factory=list, repr=False)
 
     # -- names and proxies -------------------------------------------------
     def add_name(self, name: str) -> str:
@@ -83,7 +83,6 @@ class Trace:
             inputs=list(self.inputs),
             bound_symbols=list(self.bound_symbols),
             output=self.output,
-            meta=dict(self.meta),
             _names=self._names,
             _names_shared=True,
             _counter=self._counter,
@@ -122,8 +121,26 @@ class Trace:
         finally:
             self._derived, self._source = prev
 
+    def note_effect(self, tag) -> None:
+        """The call being bound has effect ``tag`` (a ``Tag``), found while computing its metadata."""
+        if self._effects:
+            self._effects[-1].add(tag)
+
     def bind(self, sym: Symbol, args: tuple, kwargs: dict):
         """Record one call of ``sym``; return its output proxies."""
+        effects: set = set()
+        self._effects.append(effects)
+        try:
+            out, subsymbols = self._trace_call(sym, args, kwargs)
+        finally:
+            self._effects.pop()
+        bsym = BoundSymbol(sym, tuple(args), dict(kwargs), out, subsymbols, self._source, derived_from=self._derived,
+                           effects=frozenset(effects - sym.tags) if effects else frozenset(), meta_ok=True)
+        self._scopes[-1].append(bsym)
+        return out
+
+    def _trace_call(self, sym: Symbol, args: tuple, kwargs: dict) -> tuple:
+        """``sym``'s outputs for these arguments, and the calls its decomposition made (none without one)."""
         if sym.decomposition is not None:
             subs: list[BoundSymbol] = []
             self._scopes.append(subs)
@@ -144,10 +161,7 @@ class Trace:
         else:
             out = sym.meta(*args, **kwargs)
             subsymbols = ()
-        bsym = BoundSymbol(sym, tuple(args), dict(kwargs), out, subsymbols, self._source, derived_from=self._derived,
-                           meta_ok=True)
-        self._scopes[-1].append(bsym)
-        return out
+        return out, subsymbols
 
     # -- queries -----------------------------------------------------------
     def tensor_inputs(self) -> list[TensorProxy]:

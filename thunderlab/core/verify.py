@@ -53,7 +53,7 @@ def check_trace(trace: Trace, *, metas: bool = True, checked: dict | None = None
             if p.name in defined:
                 raise VerificationError(f"{where} defines {p.name} a second time (not SSA)")
             defined[p.name] = p
-        if metas and b.sym.meta is not None and not b.sym.random:
+        if metas and b.sym.meta is not None and not b.random:
             if b.meta_ok and fast:
                 continue
             key = b.meta_key()

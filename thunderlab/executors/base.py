@@ -2,11 +2,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 
 from thunderlab.core.symbols import BoundSymbol, Symbol
 from thunderlab.core.trace import Trace
 
 EXECUTORS: dict[str, Executor] = {}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a bound program runs: what the runtime, verification and autograd ask of ``bind`` and of regions."""
+
+    tiered: bool = True  # a region runs with torch while its kernel compiles, then switches to it
+    timing: bool = False  # each region times its calls
+    # the caller's grad mode is on and no backward trace differentiates the program: a region whose inputs
+    # require grad must keep autograd's graph, which a compiled kernel does not record
+    grad_enabled: bool = False
+    in_autograd_function: bool = False  # inside autograd.Function.forward: grad-mode changes record nothing
+    eager_regions: bool = False  # regions run their members one by one with torch: nothing is compiled
+
 
 
 class Executor:
@@ -28,7 +43,7 @@ class Executor:
     def implementation(self, sym: Symbol) -> Callable:
         raise NotImplementedError
 
-    def bind_region(self, bsym: BoundSymbol, options: dict) -> Callable:
+    def bind_region(self, bsym: BoundSymbol, options: RunOptions) -> Callable:
         """For fusion executors: the callable that runs the fusion region ``bsym`` (see FusionExecutor)."""
         raise NotImplementedError(f"{self.name} does not run fusion regions")
 
@@ -56,7 +71,7 @@ def _keep_grad_mode(mode):
     """A grad-mode change inside autograd.Function.forward: nothing there records a graph anyway."""
 
 
-def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, options: dict | None = None,
+def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, options: RunOptions = RunOptions(),
          packed: bool = False, traced: bool = False):
     """Compile ``trace`` into a function whose calls run on their claiming executors.
 
@@ -66,18 +81,22 @@ def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, o
     rather than the entry point an executor would call (see TorchExecutor.implementation).
 
     Fusion regions are bound by their executor; pass ``regions`` (a dict) to receive the
-    callable of each region by name (the runtime times them and shows their kernels).
+    callable of each region by name (the runtime times them and shows their kernels). ``options`` says
+    how they run (see ``RunOptions``).
     """
+    if not isinstance(options, RunOptions):
+        raise TypeError(f"bind: options must be a RunOptions ({', '.join(f.name for f in fields(RunOptions))}), "
+                        f"not {type(options).__name__}")
     impls: dict[str, Callable] = {}
     for b in trace.bound_symbols:
         ex = get_executor(b.executor or default)
-        if b.sym.is_region and (options or {}).get("eager_regions"):
+        if b.sym.is_region and options.eager_regions:
             fn = b.sym.impl  # the members one by one, with torch: no kernel is compiled
         elif b.sym.is_region:
-            fn = ex.bind_region(b, options or {})
+            fn = ex.bind_region(b, options)
             if regions is not None:
                 regions[b.sym.name] = fn
-        elif b.sym.qualname == "prims.set_grad_enabled" and (options or {}).get("in_autograd_function"):
+        elif b.sym.qualname == "prims.set_grad_enabled" and options.in_autograd_function:
             fn = _keep_grad_mode
         else:
             fn = b.sym.impl if traced else ex.implementation(b.sym)

@@ -17,19 +17,58 @@ from collections.abc import Callable
 
 import torch
 
-from thunderlab.core.symbols import BoundSymbol
-from thunderlab.core.trace import Trace, region_trace
+from thunderlab.core.symbols import BoundSymbol, Kind, Symbol
+from thunderlab.core.trace import Trace
 
-from .base import Executor, bind
+from .base import Executor, RunOptions, bind
 from .region import RegionRunner
 
 NEEDS_AUTODIFF = ("its inputs require grad and no autodiff pass ran, so torch runs it "
                   "(autograd must see every op); add 'autodiff' before 'claim'")
 
 
+def make_region(name: str, executor: str, members, outputs) -> BoundSymbol:
+    """The fusion region ``name``: ``members`` (calls, in order) run as one unit by ``executor``, returning
+    ``outputs``. Every region is made here (``fuse`` asks for them).
+
+    Its inputs are the values its members read and do not make, in the order first read; its symbol
+    runs the members one by one with torch, which is what printed programs and verification run, and
+    what an executor's region runner starts with while its kernel compiles.
+    """
+    members = tuple(members)
+    made = {p.name for b in members for p in b.outputs}
+    read: dict = {}  # name -> proxy, in the order first read
+    for b in members:
+        for p in b.inputs:
+            if p.name not in made:
+                read.setdefault(p.name, p)
+    inputs = tuple(read.values())
+    sym = Symbol(name, Kind.FUSION, impl=_EagerRegion(name, inputs, members, tuple(outputs)), qualname=name)
+    return BoundSymbol(sym, inputs, {}, tuple(outputs), members, members[-1].source, executor=executor)
+
+
 def torch_region(bsym: BoundSymbol) -> Trace:
     """A fusion region's members as a trace of their own, every call run by torch."""
-    return region_trace(bsym).derive(bound_symbols=[b.replace(executor="torch") for b in bsym.subsymbols])
+    return _torch_trace(bsym.sym.name, bsym.args, bsym.subsymbols, bsym.output)
+
+
+def _torch_trace(name: str, inputs, members, outputs) -> Trace:
+    names = {p.name for p in inputs} | {p.name for b in members for p in b.outputs}
+    return Trace(name=name, inputs=list(inputs), bound_symbols=[b.replace(executor="torch") for b in members],
+                 output=outputs, _names=names)
+
+
+class _EagerRegion:
+    """Runs a region's members one by one with torch (bound when first called: most regions never are)."""
+
+    def __init__(self, name: str, inputs: tuple, members: tuple, outputs: tuple):
+        self._parts = (name, inputs, members, outputs)
+        self._fn = None
+
+    def __call__(self, *args):
+        if self._fn is None:
+            self._fn = bind(_torch_trace(*self._parts))
+        return self._fn(*args)
 
 
 class FusionExecutor(Executor):
@@ -53,11 +92,11 @@ class FusionExecutor(Executor):
         """What this executor would make of the fusion region ``bsym``, as text (None: nothing to show)."""
         return None
 
-    def bind_region(self, bsym: BoundSymbol, options: dict) -> RegionRunner:
+    def bind_region(self, bsym: BoundSymbol, options: RunOptions) -> RegionRunner:
         region = torch_region(bsym)
         eager = bind(region)
         device = next((p.device for p in region.tensor_inputs()), torch.device(self.default_device))
-        needs_autograd = options.get("grad_enabled", False) and any(p.requires_grad for p in region.tensor_inputs())
+        needs_autograd = options.grad_enabled and any(p.requires_grad for p in region.tensor_inputs())
 
         def build(args):
             if needs_autograd:
@@ -69,6 +108,6 @@ class FusionExecutor(Executor):
                 raise RuntimeError(NEEDS_AUTODIFF)
             return self.compile_in_background(region, args)
 
-        return RegionRunner(bsym.sym.name, self.name, eager, build, tiered=options.get("tiered", True),
-                            timing=options.get("timing", False), device=device,
+        return RegionRunner(bsym.sym.name, self.name, eager, build, tiered=options.tiered,
+                            timing=options.timing, device=device,
                             compile_in_background=build_in_background)

@@ -16,7 +16,7 @@ from thunderlab.core.trace import Trace
 from thunderlab.ops.rules import draws
 
 from . import compile_process
-from .base import bind, register_executor
+from .base import RunOptions, bind, register_executor
 from .fusion import FusionExecutor, torch_region
 
 # the torch-level or prim calls inductor is not handed
@@ -60,7 +60,7 @@ class InductorExecutor(FusionExecutor):
             return False, f"{s.qualname} is bookkeeping"
         if s.communicates:
             return False, f"{s.qualname} is a collective: torch.distributed runs it"
-        if s.side_effect:
+        if bsym.side_effect:
             return False, f"{s.qualname} writes to an argument"
         if draws(bsym):  # dropout that drops, attention with dropout: each op says when (ops.rules.DRAWS)
             return False, f"{s.qualname} is random: inductor's generator differs from eager torch's"
@@ -75,8 +75,8 @@ class InductorExecutor(FusionExecutor):
     def compile(self, region: Trace, args: tuple) -> tuple[Callable, list[str]]:
         return compile_region(_key(region), region, args)
 
-    def bind_region(self, bsym: BoundSymbol, options: dict):
-        if options.get("tiered", True) and fastpaths.enabled() and all(
+    def bind_region(self, bsym: BoundSymbol, options: RunOptions):
+        if options.tiered and fastpaths.enabled() and all(
                 p.device.type == "cpu" for p in bsym.inputs if hasattr(p, "device")):
             compile_process.start()  # its imports overlap the first call, which runs the region with torch
         return super().bind_region(bsym, options)

@@ -14,7 +14,7 @@ The program then means the same with or without autocast around it and runs with
 off (``thunderlab.core.amp``), so no executor casts a second time; its backward follows the
 casts, so each gradient is computed in the dtype eager's autograd uses and reaches the
 parameter in the parameter's dtype. Graphs are captured per autocast state (TorchDynamo guards
-on it), and the state is kept with the program (``trace.meta["autocast"]``) for verification.
+on it), and the state is kept with the program (``Program.boundary.autocast``) for verification.
 """
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ import torch
 import torch.fx
 
 from thunderlab.core import amp
+from thunderlab.core.program import Boundary, Program
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import SourceInfo, proxies_in, tree_flatten
 from thunderlab.core.trace import ScalarInput, Trace, TraceError
@@ -72,7 +73,7 @@ class Lowering:
         self.fz = Functionalizer()
         self.ambient: dict[str, torch.dtype] = {}  # the caller's autocast, by device type (see frontend/autocast)
 
-    def run(self, args) -> Trace:
+    def run(self, args) -> Program:
         tr = self.trace
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(args):
@@ -94,14 +95,14 @@ class Lowering:
                 tr.output = (*tr.output, *(v for _, v in recorded))
         tr.grad_enabled = True  # passes that record into this trace later (autodiff) start from grad on
         position = {p.name: i for i, p in enumerate(tr.inputs)}
-        # outputs that are views of an input: (output leaf, input position, the view calls), re-made at run time
-        tr.meta["input_views"] = [(k, position[name], steps) for k, name, steps in views]
-        tr.meta["written_inputs"] = [position[name] for name in self.fz.written_inputs()]
-        # inputs the runtime writes under autograd, from the extra outputs at the end (see Functionalizer.finish)
-        tr.meta["recorded_writes"] = [position[name] for name, _ in recorded]
-        # the caller's autocast: the program holds its casts, and runs with autocast off on these devices
-        tr.meta["autocast"] = dict(self.ambient)
-        return tr
+        boundary = Boundary(
+            input_views=[(k, position[name], steps) for k, name, steps in views],
+            written_inputs=[position[name] for name in self.fz.written_inputs()],
+            # from the extra outputs at the end (see Functionalizer.finish)
+            recorded_writes=[position[name] for name, _ in recorded],
+            autocast=self.ambient,
+        )
+        return Program({tr.name: tr}, boundary=boundary)
 
     # -- inputs ---------------------------------------------------------------------------
     def placeholder(self, node, a):
@@ -362,7 +363,8 @@ def value_inputs(gm: torch.fx.GraphModule) -> tuple[int, ...]:
                  if any(u.op == "call_method" and u.target == "item" and u.args[0] is p for u in p.users))
 
 
-def lower(gm: torch.fx.GraphModule, args, name: str = "forward") -> tuple[Trace, list[torch.Tensor]]:
-    """The initial trace of ``gm`` for these concrete ``args``, and the lifted constant tensors."""
+def lower(gm: torch.fx.GraphModule, args, name: str = "forward") -> tuple[Program, list[torch.Tensor]]:
+    """The initial program of ``gm`` for these concrete ``args`` (one trace, named ``name``), and the lifted
+    constant tensors."""
     low = Lowering(gm, name)
     return low.run(args), low.lifted

@@ -12,6 +12,8 @@ import os
 import re
 from pathlib import Path
 
+from thunderlab.core.notes import Notes
+
 from .record import CompileRecord, Step, Verification
 from .serialize import SCHEMA_ID, RecordPayload, schema
 
@@ -116,7 +118,7 @@ def record_from_payload(data: dict, source_file: str | None = None) -> CompileRe
         v = s["verification"]
         steps.append(Step(s["index"], s["spec"], s["seconds"], None, s["symbols_before"], s["symbols_after"],
                           None if v is None else Verification(v["ok"], v["structural"], v["max_error"], v["detail"]),
-                          s["error"], dict(s["notes"]), saved=s["traces"]))
+                          s["error"], Notes.from_json(s["notes"]), saved=s["traces"]))
     return CompileRecord(data["name"], list(data["inputs"]), data["pipeline"], steps, error=data["error"],
                          created=data["created"], regions=data["regions"], kernels=data.get("kernels"), document=data,
                          source_file=source_file)

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 
 
@@ -38,7 +39,7 @@ class Step:
     symbols_after: int
     verification: Verification | None = None
     error: str | None = None
-    notes: dict[str, Any] = field(default_factory=dict)  # per-pass facts, e.g. claim's declines
+    notes: Notes = field(default_factory=Notes)  # what the pass did: summary, named facts, declines
     # the Pass class that ran (re-runs reuse a step only for the same class)
     pass_type: Any = field(default=None, repr=False)
     # the pass as it ran, "auto" options decided (see Pass.in_pipeline)
@@ -200,8 +201,8 @@ class CompileRecord:
             syms = f"{s.symbols_after}" if s.index == 0 else f"{s.symbols_before} -> {s.symbols_after}"
             ver = ("ERROR  " + s.error.splitlines()[0] if s.error
                    else (s.verification.summary() if s.verification else "-"))
-            if "kept_whole" in s.notes:
-                ver += f"  ({s.notes.get('decomposed')} decomposed, {s.notes['kept_whole']} kept whole)"
+            if s.notes.summary and not s.error:
+                ver += f"  ({s.notes.summary})"
             rows.append(f" {s.index:>4}  {s.spec.ljust(width)}  {s.ms:>8.1f}  {syms:>10}  {ver}")
         return "\n".join(rows)
 

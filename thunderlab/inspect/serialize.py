@@ -96,7 +96,7 @@ class RecordPayload:
                 "symbols_after": s.symbols_after, "error": s.error,
                 "verification": None if v is None else {"ok": v.ok, "structural": v.structural,
                                                        "max_error": jsonable(v.max_error), "detail": v.detail},
-                "notes": jsonable(s.notes)}
+                "notes": jsonable(s.notes.to_json())}
 
     def traces(self, i: int) -> dict | None:
         """Step ``i``'s traces: program text, graph, diff against the previous step and stats."""
@@ -140,8 +140,9 @@ class RecordPayload:
         yet shows what ``fuse`` described of it."""
         described = {}
         for s in self.record.steps:
-            if isinstance(s.notes.get("regions"), dict):
-                described.update(s.notes["regions"])
+            regions = s.notes.get("regions")  # a pass that made regions names them in this fact
+            if isinstance(regions, dict):
+                described.update(regions)
         out = {}
         for name, r in self.record.regions.items():
             code = r.get("code")

@@ -141,9 +141,10 @@ def _identifier(name: str) -> str:
 def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbol:
     """A symbol that calls ``fn`` (or Tensor method ``method``) as is: shown in the trace, never decomposed.
 
-    It is tagged RANDOM once a call of it is seen to draw random numbers, and SIDE_EFFECT once one
-    is seen to write into an argument (``torch.instance_norm``'s running statistics), while its
-    metadata is computed, so that no pass merges, drops, moves or recomputes such a call.
+    A call of it seen to draw random numbers, or to write into an argument (``torch.instance_norm``'s
+    running statistics), while its metadata is computed has RANDOM or SIDE_EFFECT in its own
+    ``BoundSymbol.effects``, so that no pass merges, drops, moves or recomputes that call; the
+    symbol, shared by every call and every record, stays as declared.
     """
     key = (("method", method) if method else fn, side_effect)
     sym = OPAQUE.get(key)
@@ -156,15 +157,8 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
             impl, qual, name = fn, _qualname(fn), getattr(fn, "__name__", "call")
             # an operator whose schema writes to an argument (a custom op declared with mutates_args)
             side_effect = side_effect or (isinstance(fn, torch._ops.OpOverload) and fn._schema.is_mutable)
-
-        def draws():
-            sym.tags = sym.tags | {Tag.RANDOM}
-
-        def writes():
-            sym.tags = sym.tags | {Tag.SIDE_EFFECT}
-
         sym = Symbol(name=name, module="torch", impl=impl,
-                     meta=torch_meta(impl, qual or name, on_draw=draws, on_write=writes),
+                     meta=torch_meta(impl, qual or name, watch=frozenset({Tag.RANDOM, Tag.SIDE_EFFECT})),
                      tags={Tag.SIDE_EFFECT} if side_effect else (),
                      qualname=qual or f"_opaque_{len(OPAQUE)}_{_identifier(name)}")
         OPAQUE[key] = sym
@@ -180,10 +174,8 @@ def derived(key, name: str, impl: Callable, *, random: bool = False, meta: Calla
     if sym is None:
         taken = {s.qualname for s in OPAQUE.values()}
         qual = f"_{name}" if f"_{name}" not in taken else f"_{name}_{len(OPAQUE)}"
-        def draws():
-            sym.tags = sym.tags | {Tag.RANDOM}
-
-        sym = Symbol(name=name, module="torch", impl=impl, meta=meta or torch_meta(impl, name, on_draw=draws),
+        sym = Symbol(name=name, module="torch", impl=impl,
+                     meta=meta or torch_meta(impl, name, watch=frozenset({Tag.RANDOM})),
                      tags={Tag.RANDOM} if random else (), qualname=qual)
         OPAQUE[key] = sym
     return sym

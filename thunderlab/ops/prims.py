@@ -61,13 +61,15 @@ def _to_meta(v):
     return v.meta_tensor().requires_grad_(False) if isinstance(v, TensorProxy) else v
 
 
-def torch_meta(fn, name: str, on_draw=None, on_write=None):
+def torch_meta(fn, name: str, watch: frozenset = frozenset()):
     """A meta function that runs ``fn`` on meta-device tensors and proxies the results.
 
-    ``on_draw()`` is called when ``fn`` turns out to draw random numbers (an aten op PyTorch tags
-    ``nondeterministic_seeded`` runs inside it), ``on_write()`` when it writes into one of its
-    tensor arguments (an aten op whose schema writes to a tensor sharing an argument's storage,
-    as ``torch.instance_norm`` updates its running statistics). A call with no tensor arguments
+    ``watch`` names the effects to look for while it runs, each noted on the call being traced
+    (``Trace.note_effect``, so it becomes that call's ``BoundSymbol.effects``): ``Tag.RANDOM`` when
+    ``fn`` turns out to draw random numbers (an aten op PyTorch tags ``nondeterministic_seeded``
+    runs inside it), ``Tag.SIDE_EFFECT`` when it writes into one of its tensor arguments (an aten
+    op whose schema writes to a tensor sharing an argument's storage, as ``torch.instance_norm``
+    updates its running statistics). A call with no tensor arguments
     runs for real (on the CPU): the random generator is restored after it, so tracing draws
     nothing.
     """
@@ -76,7 +78,7 @@ def torch_meta(fn, name: str, on_draw=None, on_write=None):
         ins = _tensors(args, kwargs)
         margs, mkwargs = tree_map(_to_meta, args), tree_map(_to_meta, kwargs)
         probe = None
-        if on_draw is not None or on_write is not None:
+        if watch:
             probe = _EffectProbe([t for t in tree_flatten((margs, mkwargs)) if isinstance(t, torch.Tensor)])
         keep = contextlib.nullcontext() if ins else torch.random.fork_rng(devices=[])
         try:
@@ -97,10 +99,10 @@ def torch_meta(fn, name: str, on_draw=None, on_write=None):
             ) from None
         except Exception as e:  # the message of torch's own check is the useful part
             raise TraceError(f"{name}: {e}") from None
-        if on_draw is not None and probe.drew:
-            on_draw()
-        if on_write is not None and probe.wrote:
-            on_write()
+        if probe is not None and (tr := current_trace()) is not None:
+            for tag, seen in ((Tag.RANDOM, probe.drew), (Tag.SIDE_EFFECT, probe.wrote)):
+                if seen and tag in watch:
+                    tr.note_effect(tag)
         device = ins[0].device if ins else torch.device("cpu")
         return tree_map(lambda t: new_proxy(t.shape, t.dtype, device, ins) if isinstance(t, torch.Tensor) else t, out)
 

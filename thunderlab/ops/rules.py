@@ -66,7 +66,7 @@ DRAWS = RuleTable("a rule saying when it draws random numbers")
 
 def draws(b) -> bool:
     """Whether this call really draws random numbers: a RANDOM symbol, unless its DRAWS rule says not here."""
-    if not b.sym.random:
+    if not b.random:
         return False
     rule = DRAWS.get(b.sym.qualname)
     return True if rule is None else bool(rule(b.params))

@@ -693,7 +693,7 @@ def keeping_state_variant(b: BoundSymbol):
 
 def needs_state_to_differentiate(b: BoundSymbol) -> bool:
     """A random call that only PyTorch's autograd can differentiate (no rule, no decomposition)."""
-    return b.sym.random and b.sym.qualname not in VJP and not b.subsymbols
+    return b.random and b.sym.qualname not in VJP and not b.subsymbols
 
 
 @vjp(call_keeping_state)
@@ -722,14 +722,14 @@ def _by_autograd(args, kwargs, backward) -> list:
 def eager_rule(b: BoundSymbol, g):
     """Differentiate ``b`` by running it under PyTorch autograd in the backward trace."""
     grads = tuple(g) if isinstance(g, tuple) else (g,)
-    if b.sym.random and any(p.requires_grad for p in _float_tensors(b.args, b.kwargs)):
+    if b.random and any(p.requires_grad for p in _float_tensors(b.args, b.kwargs)):
         # running it again in backward would draw other numbers than forward drew (and move the generator);
         # autodiff gives such a call its variant that keeps the generator's state (call_keeping_state)
         raise NotImplementedError(
             f"{b.sym.qualname} draws random numbers and has no derivative rule, and this call of it did not keep "
             f"the generator's state to replay it from (autodiff's residual variants give it one)")
     # a call that writes into an argument runs again on copies of the tensors it does not differentiate
-    vjp_call = eager_vjp_on_copies if b.sym.side_effect else eager_vjp
+    vjp_call = eager_vjp_on_copies if b.side_effect else eager_vjp
 
     def backward(wrt):
         return vjp_call(b.sym.qualname, b.args, b.kwargs, grads, *(() if wrt is None else (wrt,)))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from thunderlab.core.notes import Notes, byte_text
 from thunderlab.core.program import Program, Training
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, proxies_in, tree_flatten
@@ -100,7 +101,7 @@ def _backprop(bw: Trace, bsyms, needs, grads) -> None:
             continue
         if not any(p.name in needs for p in b.inputs):
             continue
-        if b.sym.side_effect and not b.outputs:
+        if b.side_effect and not b.outputs:
             continue
         pairs = _with_grads(bw, b, grads)
         if pairs is NotImplemented:  # the rule declined these arguments: go through the decomposition
@@ -225,15 +226,16 @@ class Autodiff(Pass):
         if "backward" in program.traces:
             return program
         training = split(program.forward)
-        return program if training is None else training
+        return program if training is None else program.with_traces(training.traces, training.training)
 
-    def describe(self, before: Program, after: Program) -> dict:
+    def describe(self, before: Program, after: Program) -> Notes:
         if "backward" not in after.traces:
-            return {"differentiated": False}
+            return Notes("nothing requires grad: no backward trace", {"differentiated": False})
         saved = after.saved
         links = {b.id: b.derived_from for b in after.traces["backward"].bound_symbols}
-        return {"differentiated": True, "saved": [p.name for p in saved], "saved_bytes": saved_bytes(saved),
-                "backward_to_forward": links}
+        return Notes(f"saved {len(saved)} values for backward ({byte_text(saved_bytes(saved))})",
+                     {"differentiated": True, "saved": [p.name for p in saved], "saved_bytes": saved_bytes(saved),
+                      "backward_to_forward": links})
 
 
 def saved_bytes(saved) -> int:

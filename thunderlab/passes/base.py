@@ -13,6 +13,7 @@ import warnings
 from dataclasses import dataclass
 from typing import ClassVar
 
+from thunderlab.core.notes import Decline, Notes  # noqa: F401  (pass authors find both here)
 from thunderlab.core.program import Program
 
 REGISTRY: dict[str, type[Pass]] = {}
@@ -41,9 +42,10 @@ class Pass:
     def __call__(self, program: Program) -> Program:
         raise NotImplementedError
 
-    def describe(self, before: Program, after: Program) -> dict:
-        """Facts about what this pass did, for the record (derived, never stored by the pass)."""
-        return {}
+    def describe(self, before: Program, after: Program) -> Notes:
+        """What this pass did, for the record (derived, never stored by the pass): a one-line summary, named
+        facts, and the calls an executor declined (see ``Notes``)."""
+        return Notes()
 
     def in_pipeline(self, following: tuple[PassSpec, ...]) -> Pass:
         """This pass as it runs with ``following`` after it in a pipeline.

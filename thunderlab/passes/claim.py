@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from thunderlab.core.notes import Decline, Notes
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import BoundSymbol
 from thunderlab.core.trace import Trace
@@ -85,7 +86,7 @@ class Claim(Pass):
 
         return program.map(one)
 
-    def describe(self, before: Program, after: Program) -> dict:
+    def describe(self, before: Program, after: Program) -> Notes:
         kept = {b.id for t in after for b in t.bound_symbols}
         whole = [b for t in before for b in t.bound_symbols if b.id in kept]
         decomposed = [b for t in before for b in t.bound_symbols if b.id not in kept]
@@ -94,10 +95,9 @@ class Claim(Pass):
             for b in t.bound_symbols:
                 if b.executor:
                     by_executor[b.executor] = by_executor.get(b.executor, 0) + 1
-        return {
-            "kept_whole": len(whole),
-            "decomposed": len(decomposed),
-            "decomposed_symbols": sorted({b.sym.qualname for b in decomposed}),
-            "by_executor": by_executor,
-            "declines": {b.id: list(b.declined) for t in after for b in t.bound_symbols if b.declined},
-        }
+        return Notes(
+            f"{len(decomposed)} decomposed, {len(whole)} kept whole",
+            {"kept_whole": len(whole), "decomposed": len(decomposed),
+             "decomposed_symbols": sorted({b.sym.qualname for b in decomposed}), "by_executor": by_executor},
+            tuple(Decline(b.id, ex, why) for t in after for b in t.bound_symbols for ex, why in b.declined),
+        )

@@ -17,17 +17,17 @@ def cse_trace(trace: Trace) -> Trace:
     kept = []
     returned = {p.name for p in trace.output_proxies()}
     # values a call may write into (buffers of out=, targets of in-place calls): two equal ones are two buffers
-    written = {p.name for b in trace.bound_symbols if b.sym.side_effect for p in b.inputs}
+    written = {p.name for b in trace.bound_symbols if b.side_effect for p in b.inputs}
     for b in trace.bound_symbols:
         b = b.swap(rename)
-        if b.sym.side_effect:
+        if b.side_effect:
             seen.clear()  # a write may change what any later read sees
             kept.append(b)
             continue
         if b.sym.communicates:  # two collectives are two exchanges between processes, never one
             kept.append(b)
             continue
-        if b.sym.random or not b.outputs or written & {p.name for p in b.outputs}:
+        if b.random or not b.outputs or written & {p.name for p in b.outputs}:
             kept.append(b)  # two draws are two values; a buffer written later is its own
             continue
         key = b.call_key()

@@ -18,7 +18,7 @@ def dce_trace(trace: Trace) -> Trace:
     live = {p.name for p in trace.output_proxies()}
     kept = []
     for b in reversed(trace.bound_symbols):
-        if b.sym.tags & _EFFECTS or any(p.name in live for p in b.outputs):
+        if b.tags & _EFFECTS or any(p.name in live for p in b.outputs):
             kept.append(b)
             live.update(p.name for p in b.inputs)
     return trace.derive(bound_symbols=kept[::-1])

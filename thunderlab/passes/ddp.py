@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.ops import collectives
@@ -124,12 +125,12 @@ class DDP(Pass):
                 for g, part in zip(grads, parts):
                     averaged[g.name] = ltorch.reshape(part, g.shape)
         new.output = tuple(averaged[o.name] if i in params else o for i, o in enumerate(outs))
-        return Program({**program.traces, "backward": new}, program.training)
+        return program.with_traces({**program.traces, "backward": new}, program.training)
 
-    def describe(self, before: Program, after: Program) -> dict:
+    def describe(self, before: Program, after: Program) -> Notes:
         bw = after.backward
         if bw is None or before.backward is bw:
-            return {"buckets": []}
+            return Notes("no backward: nothing to all-reduce", {"buckets": []})
         calls = [b for b in bw.bound_symbols if not b.sym.bookkeeping]
         original = {b.id for b in before.backward.bound_symbols}  # backward's own calls, not the packing
         buckets = []
@@ -146,9 +147,10 @@ class DDP(Pass):
         inputs = after.forward.tensor_inputs()
         param_bytes = sum(_nbytes(p) for p in inputs if p.parameter)
         predicted = costs.predict_ddp([x["bytes"] for x in buckets], issue_at, param_bytes)
-        return {"buckets": buckets, "world": world, "bucket_mb": self.bucket_mb, "parameter_bytes": param_bytes,
-                "predicted": {str(p): {k: round(v, 4) for k, v in row.items()} for p, row in predicted.items()},
-                "cluster": f"{costs.DGX_H100.per_node} GPUs a node on {costs.DGX_H100.intra.name}, nodes on "
-                           f"{costs.DGX_H100.inter.name} (thunderlab.distributed.costs)",
-                "summary": f"{len(buckets)} bucket(s), {sum(x['bytes'] for x in buckets) / 2**20:.2f} MiB all-reduced "
-                           f"over {world} processes, each waited at once (sink-waits moves the waits)"}
+        return Notes(
+            f"{len(buckets)} bucket(s), {sum(x['bytes'] for x in buckets) / 2**20:.2f} MiB all-reduced over {world} "
+            f"processes, each waited at once (sink-waits moves the waits)",
+            {"buckets": buckets, "world": world, "bucket_mb": self.bucket_mb, "parameter_bytes": param_bytes,
+             "predicted": {str(p): {k: round(v, 4) for k, v in row.items()} for p, row in predicted.items()},
+             "cluster": f"{costs.DGX_H100.per_node} GPUs a node on {costs.DGX_H100.intra.name}, nodes on "
+                        f"{costs.DGX_H100.inter.name} (thunderlab.distributed.costs)"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program, Training
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, tree_map
@@ -265,10 +266,10 @@ class FSDP(Pass):
         new.output = tuple(sharded.get(p.name) if p.name in shard_of else outs[i] for i, p in enumerate(inputs))
         return new
 
-    def describe(self, before: Program, after: Program) -> dict:
+    def describe(self, before: Program, after: Program) -> Notes:
         fw = after.forward
         if fw is before.forward:
-            return {"summary": "nothing sharded: the program takes no parameters (or is sharded already)"}
+            return Notes("nothing sharded: the program takes no parameters (or is sharded already)")
 
         def collected(trace, name):
             calls = [b for b in trace.bound_symbols if b.sym.name == name] if trace is not None else []
@@ -287,7 +288,11 @@ class FSDP(Pass):
         sent = sum(x["bytes"] for x in gathers + regathers + scatters)
         predicted = costs.predict_fsdp([x["bytes"] for x in gathers], [x["bytes"] for x in scatters],
                                        self.level, param_bytes)
-        return {
+        summary = (f"{len(gathers)} bucket(s) all-gathered in forward"
+                   + (f", {len(regathers)} again in backward" if regathers else "")
+                   + f", {len(scatters)} reduce-scattered; each process keeps {_size(shard_bytes)} of "
+                   f"{_size(param_bytes)} of parameters (ZeRO-{self.level}, {world} processes)")
+        return Notes(summary, {
             "level": self.level, "world": world, "bucket_mb": self.bucket_mb,
             "forward_all_gathers": gathers, "backward_all_gathers": regathers, "reduce_scatters": scatters,
             "parameter_bytes": param_bytes, "shard_bytes": shard_bytes, "padded": padded,
@@ -296,8 +301,4 @@ class FSDP(Pass):
             max(a["bytes"] + b["bytes"] for a, b in zip(gathers, gathers[1:])),
             "bytes_collected": sent,
             "predicted": {str(p): {k: round(v, 4) for k, v in row.items()} for p, row in predicted.items()},
-            "summary": f"{len(gathers)} bucket(s) all-gathered in forward"
-                       + (f", {len(regathers)} again in backward" if regathers else "")
-                       + f", {len(scatters)} reduce-scattered; each process keeps {_size(shard_bytes)} of "
-                       f"{_size(param_bytes)} of parameters (ZeRO-{self.level}, {world} processes)",
-        }
+        })

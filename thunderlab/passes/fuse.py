@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from thunderlab.core.notes import Decline, Notes
 from thunderlab.core.program import Program
-from thunderlab.core.symbols import BoundSymbol, Kind, Symbol
-from thunderlab.core.trace import Trace, region_trace
+from thunderlab.core.symbols import BoundSymbol
+from thunderlab.core.trace import Trace
 from thunderlab.executors.base import EXECUTORS
+from thunderlab.executors.fusion import make_region
 
 from .base import Pass, register_pass
 
@@ -74,7 +76,7 @@ def _plan(trace: Trace, max_size: int):
         elif b.sym.communicates:
             open_groups.clear()  # collectives keep their place and order: no region spans one
             why[b.id] = "communicates with other processes (torch.distributed), so it stays in place"
-        elif b.sym.side_effect:
+        elif b.side_effect:
             open_groups.clear()  # a write orders everything around it: no region spans it
             why[b.id] = "writes to an argument, so it stays in place"
         elif ex is None or not ex.fusion:
@@ -152,7 +154,7 @@ def fuse_trace(trace: Trace, counter: list[int], max_size: int) -> Trace:
                 deps[u].add(d)
         if last_barrier is not None and last_barrier != u:
             deps[u].add(last_barrier)
-        if b.sym.side_effect or b.sym.communicates:
+        if b.side_effect or b.sym.communicates:
             deps[u] |= {unit_of_call[j] for j in range(i)} - {u}
             last_barrier = u
         for o in b.outputs:
@@ -162,43 +164,12 @@ def fuse_trace(trace: Trace, counter: list[int], max_size: int) -> Trace:
 
 def _region(group: _Group, counter, out_names, trace) -> BoundSymbol:
     members = group.members
-    made = {p.name for b in members for p in b.outputs}
-    inputs, seen = [], set()
-    for b in members:
-        for p in b.inputs:
-            if p.name not in made and p.name not in seen:
-                seen.add(p.name)
-                inputs.append(p)
     member_ids = {b.id for b in members}
-    consumers: dict[str, bool] = {}
-    for b in trace.bound_symbols:
-        if b.id in member_ids:
-            continue
-        for p in b.inputs:
-            consumers[p.name] = True
+    consumers = {p.name for b in trace.bound_symbols if b.id not in member_ids for p in b.inputs}
     outputs = tuple(p for b in members for p in b.outputs if p.name in out_names or p.name in consumers)
     name = f"{group.executor}{counter[0]}"
     counter[0] += 1
-    sym = Symbol(name, Kind.FUSION, qualname=name)
-    region = BoundSymbol(sym, tuple(inputs), {}, outputs, tuple(members), members[-1].source, executor=group.executor)
-    sym.impl = _EagerRegion(region)  # what printed programs and verification run
-    return region
-
-
-class _EagerRegion:
-    """Runs a region's members one by one with torch: what a region does before it is compiled."""
-
-    def __init__(self, bsym: BoundSymbol):
-        self.bsym = bsym
-        self._fn = None
-
-    def __call__(self, *args):
-        if self._fn is None:
-            from thunderlab.executors.base import bind
-
-            self._fn = bind(region_trace(self.bsym).derive(
-                bound_symbols=[b.replace(executor="torch") for b in self.bsym.subsymbols]))
-        return self._fn(*args)
+    return make_region(name, group.executor, members, outputs)
 
 
 def nvfuser_view(region: BoundSymbol) -> str:
@@ -237,9 +208,9 @@ class Fuse(Pass):
         counter = [0]
         return program.map(lambda t: fuse_trace(t, counter, self.max_size))
 
-    def describe(self, before: Program, after: Program) -> dict:
+    def describe(self, before: Program, after: Program) -> Notes:
         regions = {}
-        left_out = {}
+        left_out = []
         for t in after:
             for b in t.bound_symbols:
                 if b.sym.is_region:
@@ -248,5 +219,10 @@ class Fuse(Pass):
                                            "member_ids": [s.id for s in b.subsymbols],
                                            "description": owner.describe(b) if owner is not None else None}
                 elif b.declined and b.executor == "torch":
-                    left_out[b.id] = b.declined[-1][1]
-        return {"regions": regions, "left_out": left_out}
+                    left_out.append(Decline(b.id, "fuse", b.declined[-1][1]))
+        members = sum(r["members"] for r in regions.values())
+        summary = (f"{len(regions)} region{'s' if len(regions) != 1 else ''} from {members} calls" if regions
+                   else "no region")
+        if left_out:
+            summary += f"; {len(left_out)} calls left to torch"
+        return Notes(summary, {"regions": regions}, tuple(left_out))

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 import networkx as nx
 from networkx.algorithms.flow import boykov_kolmogorov
 
+from thunderlab.core.notes import Notes, byte_text
 from thunderlab.core.program import Program, Training
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, Kind, Tag, next_id
@@ -21,7 +22,7 @@ POLICIES = ("auto", "all", "views")
 
 def recomputable(b: BoundSymbol, policy: str = "all") -> bool:
     s = b.sym
-    if s.tags & _NEVER or s.kind is Kind.OPAQUE:
+    if b.tags & _NEVER or s.kind is Kind.OPAQUE:
         return False
     return policy == "all" or Tag.VIEW in s.tags
 
@@ -153,13 +154,16 @@ class Remat(Pass):
         new_bw = bw.derive(inputs=list(new_saved) + list(grads), bound_symbols=moved + list(bw.bound_symbols))
         new_fw = dce_trace(fw.derive(output=(out, tuple(new_saved))))
         training = Training(saved=[p.name for p in new_saved], grad_of=program.training.grad_of)
-        return Program({"forward": new_fw, "backward": new_bw}, training)
+        return program.with_traces({"forward": new_fw, "backward": new_bw}, training)
 
-    def describe(self, before: Program, after: Program) -> dict:
+    def describe(self, before: Program, after: Program) -> Notes:
         if "backward" not in after.traces:
-            return {}
+            return Notes()
         b0, b1 = before.saved, after.saved
         recomputed = sum(1 for b in after.traces["backward"].bound_symbols if b.origin == "remat")
-        return {"saved_bytes_before": saved_bytes(b0), "saved_bytes_after": saved_bytes(b1),
-                "saved_before": len(b0), "saved_after": len(b1), "recomputed": recomputed,
-                "recompute": self.policy, "why": getattr(self, "_why", "") or f"recompute={self.recompute}"}
+        why = getattr(self, "_why", "") or f"recompute={self.recompute}"
+        return Notes(f"recompute={self.policy} ({why}): saved {len(b0)} values ({byte_text(saved_bytes(b0))}) -> "
+                     f"{len(b1)} ({byte_text(saved_bytes(b1))}), {recomputed} calls recomputed in backward",
+                     {"saved_bytes_before": saved_bytes(b0), "saved_bytes_after": saved_bytes(b1),
+                      "saved_before": len(b0), "saved_after": len(b1), "recomputed": recomputed,
+                      "recompute": self.policy, "why": why})

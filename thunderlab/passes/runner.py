@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from thunderlab.core import fastpaths
+from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import tree_flatten
 from thunderlab.core.verify import VerificationError, check_program, check_trace
@@ -48,7 +49,8 @@ def _mark_origins(before: Program | None, after: Program, origin: str) -> None:
 
 
 class _Snapshot:
-    """What a pass may not change in the program it is given: the traces and each one's calls, inputs, output, facts.
+    """What a pass may not change in the program it is given: the traces and each one's calls, inputs, output; the
+    training contract and the boundary.
 
     Taken before a pass runs, compared by identity after it returns (cheap: no copies of calls),
     and used to put back an input the pass changed, so earlier steps of a record stay as they were.
@@ -57,7 +59,8 @@ class _Snapshot:
     def __init__(self, program: Program):
         self.program = program
         self.traces = dict(program.traces)
-        self.parts = {n: (list(t.bound_symbols), list(t.inputs), t.output, tree_flatten(t.output), dict(t.meta))
+        self.contracts = (program.training, program.boundary)
+        self.parts = {n: (list(t.bound_symbols), list(t.inputs), t.output, tree_flatten(t.output))
                       for n, t in program.traces.items()}
 
     def changes(self) -> list[str]:
@@ -67,7 +70,7 @@ class _Snapshot:
                 self.program.traces[n] is not t for n, t in self.traces.items()):
             found.append(f"its traces ({', '.join(self.traces)} became {', '.join(self.program.traces)})")
         for n, t in self.traces.items():
-            calls, inputs, output, leaves, meta = self.parts[n]
+            calls, inputs, output, leaves = self.parts[n]
             if len(t.bound_symbols) != len(calls) or any(a is not b for a, b in zip(t.bound_symbols, calls)):
                 found.append(f"trace {n!r}'s calls ({len(calls)} became {len(t.bound_symbols)}, or were replaced)")
             if len(t.inputs) != len(inputs) or any(a is not b for a, b in zip(t.inputs, inputs)):
@@ -75,20 +78,34 @@ class _Snapshot:
             now = tree_flatten(t.output)
             if t.output is not output or len(now) != len(leaves) or any(a is not b for a, b in zip(now, leaves)):
                 found.append(f"trace {n!r}'s output")
-            if t.meta.keys() != meta.keys() or any(t.meta[k] is not v for k, v in meta.items()):
-                found.append(f"trace {n!r}'s meta")
+        if self.program.training is not self.contracts[0]:
+            found.append("its training contract")
+        if self.program.boundary is not self.contracts[1]:
+            found.append("its boundary")
         return found
 
     def restore(self) -> None:
         self.program.traces.clear()
         self.program.traces.update(self.traces)
         for n, t in self.traces.items():
-            calls, inputs, output, _, meta = self.parts[n]
+            calls, inputs, output, _ = self.parts[n]
             t.bound_symbols[:] = calls
             t.inputs[:] = inputs
             t.output = output
-            t.meta.clear()
-            t.meta.update(meta)
+        self.program.training, self.program.boundary = self.contracts
+
+
+def as_notes(notes, name: str) -> Notes:
+    """A pass's ``describe`` result as ``Notes``. A dict (a pass written before notes were typed) is its facts, its
+    ``"summary"`` entry, if any, the summary."""
+    if isinstance(notes, Notes):
+        return notes
+    if isinstance(notes, dict):
+        facts = dict(notes)
+        summary = facts.pop("summary", "")
+        return Notes(summary if isinstance(summary, str) else str(summary), facts)
+    raise TypeError(f"describe returned {type(notes).__name__}; return thunderlab.passes.Notes(summary, facts) "
+                    f"(pass {name!r})")
 
 
 def signature(program: Program) -> tuple[list, list]:
@@ -201,7 +218,7 @@ def _run(program, pipeline, observer, first_index):
             seconds = time.perf_counter() - t0
             _mark_origins(current, nxt, spec.name)
             doing = "describing its result"
-            notes = p.describe(current, nxt)
+            notes = as_notes(p.describe(current, nxt), spec.name)
             resolved = repr(p)
         except KeyboardInterrupt:  # the user stopped it: say so in the record, then let it stop the caller
             if snapshot.changes():
@@ -216,7 +233,8 @@ def _run(program, pipeline, observer, first_index):
             seconds = time.perf_counter() - t0
             msg = f"pass {spec.name!r} (step {index}) raised {type(e).__name__} while {doing}: {e}"
             step = Step(index, str(spec), seconds, None, before, before, error=msg,
-                        notes={"traceback": traceback.format_exc()}, pass_type=type(p) if p is not None else None)
+                        notes=Notes(facts={"traceback": traceback.format_exc()}),
+                        pass_type=type(p) if p is not None else None)
             steps.append(step)
             if observer:
                 observer(step)

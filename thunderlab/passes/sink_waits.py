@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.core.trace import Trace
 
@@ -88,10 +89,10 @@ class SinkWaits(Pass):
         kinds = _kinds(self.kinds)
         return program.map(lambda t: sink(t, kinds, self.in_flight)[0])
 
-    def describe(self, before: Program, after: Program) -> dict:
+    def describe(self, before: Program, after: Program) -> Notes:
         kinds = _kinds(self.kinds)
         waits = {name: sink(t, kinds, self.in_flight)[1] for name, t in before.traces.items()}
         n = sum(len(v) for v in waits.values())
         overlapped = sum(w["calls_overlapped"] for v in waits.values() for w in v)
-        return {"waits": waits, "summary": f"{n} wait(s) moved; together they now let {overlapped} call(s) run "
-                                           f"while communication is in flight"}
+        return Notes(f"{n} wait(s) moved; together they now let {overlapped} call(s) run while communication is "
+                     f"in flight", {"waits": waits})

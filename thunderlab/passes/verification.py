@@ -16,7 +16,7 @@ import torch
 from thunderlab.core import amp
 from thunderlab.core.program import Program
 from thunderlab.core.symbols import tree_flatten
-from thunderlab.executors.base import bind
+from thunderlab.executors.base import RunOptions, bind
 from thunderlab.inspect.record import Step, Verification
 
 from .runner import structure
@@ -45,7 +45,7 @@ def fresh_copies(inputs) -> tuple:
 
 def run_program(program: Program, inputs, trace: str = "forward"):
     """Run one trace of ``program`` with its executors (torch where unclaimed; fusion regions call by call)."""
-    fn = bind(program.traces[trace], options={"eager_regions": True})
+    fn = bind(program.traces[trace], options=RunOptions(eager_regions=True))
     with amp.off():  # a program holds the casts of the autocast it was captured in (see thunderlab.core.amp)
         return fn(*inputs)
 
@@ -76,7 +76,7 @@ def eager_reference(fn, inputs, autocast: dict | None = None) -> Reference:
     """Run ``fn`` (eager PyTorch) on copies of ``inputs``, seeded as verification runs are.
 
     ``autocast`` is the ``torch.autocast`` to run it under (device type -> dtype, as a program captured under
-    autocast keeps it in ``trace.meta["autocast"]``); None runs it under the autocast in force now.
+    autocast keeps it in ``Program.boundary.autocast``); None runs it under the autocast in force now.
     """
     fresh = fresh_copies(inputs)
     with torch.no_grad(), seeded(), (amp.entered(autocast) if autocast is not None else contextlib.nullcontext()):
@@ -92,7 +92,7 @@ def current_reference(captured: Program, inputs, eager=None, n_inputs: int | Non
     belongs to the inputs as they were then: a training step since (an optimizer's update of the parameters)
     or the call itself (a write into an input) changes them.
     """
-    autocast = captured.forward.meta.get("autocast", {})
+    autocast = dict(captured.boundary.autocast)
     if eager is not None:
         return eager_reference(eager, inputs[:n_inputs], autocast)
     return eager_reference(lambda *a: run_program(captured, a), inputs, autocast)
@@ -174,7 +174,7 @@ def numerics(program: Program, inputs, reference, views: list | None = None) -> 
         if ok:  # which outputs are views of an input or of each other, as the runtime returns them
             from thunderlab.core.aliases import alias_change, alias_relations, remake_input_views
 
-            views = program.forward.meta.get("input_views") if views is None else views
+            views = program.boundary.input_views if views is None else views
             if views:
                 out = remake_input_views(out, fresh, views)
             why = alias_change(alias_relations(out, fresh[:len(ref_in)]), alias_relations(ref_out, ref_in))

@@ -1,6 +1,8 @@
 """Connecting a forward/backward program to PyTorch autograd."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from thunderlab.core import fastpaths
@@ -8,7 +10,7 @@ from thunderlab.core.amp import without_autocast
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import tree_flatten
-from thunderlab.executors.base import bind
+from thunderlab.executors.base import RunOptions, bind
 
 _functorch_active = torch._C._are_functorch_transforms_active
 
@@ -29,17 +31,18 @@ def _rebuild(structure, values):
     return walk(structure)
 
 
-def training_callable(program: Program, *, regions: dict | None = None, options: dict | None = None,
-                      autocast_off=()):
+def training_callable(program: Program, *, regions: dict | None = None, options: RunOptions | None = None,
+                      autocast_off=(), recorded_writes: tuple[int, ...] = ()):
     """A function running ``program``'s forward under autograd, with its backward as the gradient.
 
     ``autocast_off``: device types whose autocast is turned off while either program runs (the backward
-    too: ``loss.backward()`` may be called inside the autocast block).
+    too: ``loss.backward()`` may be called inside the autocast block). ``recorded_writes``: the inputs the
+    caller writes after the call (``Boundary.recorded_writes``).
     """
     fw_trace, bw_trace = program.forward, program.traces["backward"]
     # inside autograd.Function.forward nothing records a graph whatever the grad mode; the
     # program's own grad-mode regions are already honoured by its backward trace
-    options = {**(options or {}), "in_autograd_function": True}
+    options = replace(options or RunOptions(), in_autograd_function=True)
     fw = bind(fw_trace, regions=regions, options=options)
     # the backward takes its inputs as one list it empties, so that each saved tensor is freed after
     # its last use, as eager autograd frees a node's saved tensors once the node has run
@@ -64,7 +67,7 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     dense = tensor_slots == list(range(n_inputs))  # every input is a tensor: gradients need no placing
     single = grad_slots[0][0] if len(grad_slots) == 1 and len(grad_slots[0]) == 1 else None
     # inputs the caller writes after the call (see Functionalizer.finish): backward keeps their values as they were
-    rewritten = fw_trace.meta.get("recorded_writes", ())
+    rewritten = recorded_writes
 
     class ThunderlabFunction(torch.autograd.Function):
         @staticmethod

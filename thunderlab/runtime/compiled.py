@@ -14,7 +14,7 @@ from thunderlab.core.amp import without_autocast
 from thunderlab.core.listeners import Listeners
 from thunderlab.core.program import Program
 from thunderlab.executors import inductor
-from thunderlab.executors.base import bind
+from thunderlab.executors.base import RunOptions, bind
 from thunderlab.executors.region import PENDING, PROFILING, start_pending
 from thunderlab.inspect.record import CompileRecord, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
@@ -218,15 +218,14 @@ class CompiledGraph:
         if self.options.verify and self.eager is not None:
             reference = eager_reference(self.eager, args)
         t0 = time.perf_counter()
-        trace, lifted = self.capture(args)
+        program, lifted = self.capture(args)
         capture_s = time.perf_counter() - t0
-        program = Program({"forward": trace})
         full_inputs = tuple(args) + tuple(lifted)
         # the inputs are kept by reference (not copied) so that bisection and re-runs can check numerics later;
         # verify=True checks re-runs against eager too, on these inputs: asking for it keeps them
         held = HeldInputs(full_inputs, strong=self.options.keep_inputs or self.options.verify)
         session = open_session(record, held=held, eager=self.eager, reference=reference)
-        views = trace.meta.get("input_views")  # the outputs the runtime re-makes as views of inputs
+        views = program.boundary.input_views  # the outputs the runtime re-makes as views of inputs
         check = NumericCheck(full_inputs, reference, views) if reference is not None else None
         step0 = Step(0, "capture", capture_s, program, 0, program.count(), structure(program))
         if check is not None and step0.verification.ok:
@@ -253,7 +252,7 @@ class CompiledGraph:
         fn = _program_callable(session, program, final, tiered=self.options.tiered, timing=self.options.timing)
         session.runner = _marked(fn, record.uid)
         session.refresh()
-        entry = _Entry(fn, lifted, record, trace.meta.get("written_inputs", ()))
+        entry = _Entry(fn, lifted, record, program.boundary.written_inputs)
         self.cache[key] = entry
         while len(self.cache) > _LIMITS["shapes"]:
             _, old = self.cache.popitem(last=False)
@@ -263,24 +262,24 @@ class CompiledGraph:
 
 def _program_callable(session: Session, captured: Program, final: Program, *, tiered: bool, timing: bool):
     """The function running ``final`` (all inputs, lifted ones included); its regions' runners land in the session."""
-    trace = captured.forward
+    boundary = captured.boundary  # the frontend's word on writes and aliases, whatever the passes did
     # with a backward trace, regions run inside an autograd.Function, where no op records a graph
-    run_options = {"tiered": tiered, "timing": timing,
-                   "grad_enabled": torch.is_grad_enabled() and "backward" not in final.traces}
-    off = tuple(trace.meta.get("autocast", {}))  # called under torch.autocast: its casts are in the program
+    run_options = RunOptions(tiered=tiered, timing=timing,
+                             grad_enabled=torch.is_grad_enabled() and "backward" not in final.traces)
+    off = tuple(device for device, _ in boundary.autocast)  # called under torch.autocast: its casts are in the program
     if "backward" in final.traces:
-        fn = training_callable(final, regions=session.regions, options=run_options, autocast_off=off)
+        fn = training_callable(final, regions=session.regions, options=run_options, autocast_off=off,
+                               recorded_writes=boundary.recorded_writes)
         if not torch.is_grad_enabled():  # called under no_grad, the function turns grad on (enable_grad)
             fn = _with_grad(fn)
     else:
         fn = bind(final.forward, regions=session.regions, options=run_options)
     if off:
         fn = without_autocast(fn, off)
-    if trace.meta.get("recorded_writes"):
-        fn = with_recorded_writes(fn, trace.meta["recorded_writes"])
-    views = trace.meta.get("input_views")
-    if views:
-        fn = with_input_views(fn, views)
+    if boundary.recorded_writes:
+        fn = with_recorded_writes(fn, boundary.recorded_writes)
+    if boundary.input_views:
+        fn = with_input_views(fn, boundary.input_views)
     return fn
 
 

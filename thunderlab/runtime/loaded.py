@@ -14,6 +14,7 @@ import re
 
 import torch
 
+from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import ScalarInput, TensorProxy, dtype_short
 from thunderlab.core.symbols import SourceInfo, Symbol
@@ -77,8 +78,7 @@ def captured_program(record: CompileRecord) -> Program:
                 _statement(stmt, env, trace, record)
     if trace.output is None:
         raise NotRebuildable(f"{_why(record)}: its captured program does not return")
-    trace.meta.update(input_views=[], written_inputs=[], recorded_writes=[], autocast={})
-    return Program({"forward": trace})
+    return Program({"forward": trace})  # a file keeps no boundary: the rebuilt program writes and aliases nothing
 
 
 def _sources(saved: dict) -> dict[int, SourceInfo]:
@@ -227,7 +227,7 @@ def live_record(record: CompileRecord) -> CompileRecord:
     inputs = fresh_inputs(program)
     s0 = record.steps[0]
     step = Step(0, "capture", s0.seconds, program, 0, program.count(), structure(program),
-                notes={"inputs": FRESH_INPUTS, "loaded_from": record.source_file})
+                notes=Notes(facts={"inputs": FRESH_INPUTS, "loaded_from": record.source_file}))
     live = CompileRecord(record.name, record.inputs, record.pipeline, [step])
     # the rebuilt program run by torch: what every step must equal
     open_session(live, held=HeldInputs(inputs, strong=True), reference=current_reference(program, inputs))

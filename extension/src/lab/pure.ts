@@ -2,7 +2,7 @@
 export { classify } from "./protocol";
 export { moved, parsePipeline, printPipeline, PipelineModel, stepOf } from "./pipeline/model";
 export { RecordsModel, visibleRows } from "./records/model";
-export { declines, StepModel } from "./step/model";
+export { StepModel } from "./step/model";
 export { pairSteps, regionGroups, speedWords, TimingsModel, timingRows, totalCalls } from "./timings/model";
 export { merged, SidebarMemory, STATE_ID } from "./memory";
 export { readRecord, siblings } from "./document/model";

@@ -1,15 +1,12 @@
 // The Graph pane: the trace's dataflow graph; a node links to its other-trace twin (forward <-> backward).
 import { graphView } from "../graph/view";
 import type { Payload } from "../payload";
+import { declineRows } from "../stepinfo";
 import type { Pane } from "./registry";
 
-/** Per call id: the executors that declined it and why, from the latest claim step up to ``step``. */
+/** Per call id: the executors that declined it and why, from every step's notes up to ``step`` (see ``declineRows``). */
 export function declinesAt(p: Payload, step: number): Record<string, [string, string][]> {
-  for (let i = Math.min(step, p.steps.length - 1); i >= 0; i--) {
-    const notes = p.steps[i].notes as { declines?: Record<string, [string, string][]> } | null;
-    if (notes && notes.declines) return notes.declines;
-  }
-  return {};
+  return Object.fromEntries(declineRows(p, step).map(({ id, reasons }) => [id.replace(/^b/, ""), reasons]));
 }
 
 export const graphPane: Pane = {

@@ -5,7 +5,7 @@ def my_dce(trace):
     live = {p.name for p in trace.output_proxies()}
     kept = []
     for call in reversed(trace.bound_symbols):
-        if call.sym.side_effect or any(p.name in live for p in call.outputs):
+        if call.side_effect or any(p.name in live for p in call.outputs):
             kept.append(call)
             live.update(p.name for p in call.inputs)
     return trace.derive(bound_symbols=kept[::-1])
@@ -15,7 +15,7 @@ def my_cse(trace):
     seen, rename, kept = {}, {}, []
     for call in trace.bound_symbols:
         call = call.swap(rename)
-        if call.sym.random or call.sym.side_effect or not call.outputs:
+        if call.random or call.side_effect or not call.outputs:
             kept.append(call)
             continue
         key = (call.sym.qualname, repr(call.args), repr(call.kwargs))

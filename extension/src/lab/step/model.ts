@@ -6,15 +6,6 @@ import { checkPayload, checkTraces, type Payload, type Problem, type Trace } fro
 import type { KernelLink } from "../link";
 import type { SidebarMemory } from "../memory";
 
-/** For each call the claim pass looked at: the executors that declined it and why (from the latest claim step up to `step`). */
-export function declines(p: Payload, step: number): { id: string; reasons: [string, string][] }[] {
-  for (let i = Math.min(step, p.steps.length - 1); i >= 0; i--) {
-    const notes = p.steps[i].notes as { declines?: Record<string, [string, string][]> } | null;
-    if (notes && notes.declines) return Object.entries(notes.declines).map(([id, reasons]) => ({ id, reasons }));
-  }
-  return [];
-}
-
 export type Traces = Record<string, Trace> | null;
 
 export class StepModel {
