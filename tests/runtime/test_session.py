@@ -59,8 +59,9 @@ def test_a_records_fields_are_plain_data(compiled):
     assert rec.regions[name]["version"] == "inductor" and rec.regions[name]["code"]
     for s in rec.steps:  # a step: its program (core IR) and the facts about it
         fields = {f.name: getattr(s, f.name) for f in dataclasses.fields(s)
-                  if f.name not in ("program", "verification", "pass_type")}
+                  if f.name not in ("program", "verification", "pass_type", "notes")}
         assert all(_plain(v) for v in fields.values()), s.spec
+        assert _plain(s.notes.to_json()), s.spec  # typed notes, plain data underneath
     # nothing in a record is a tensor or a running thing: a deep copy copies programs and facts only
     twin = copy.deepcopy(rec)
     assert twin.table() == rec.table() and twin.steps[-1].python() == rec.steps[-1].python()
