@@ -2,7 +2,8 @@
 //   node build.mjs          -> the one shipped bundle, thunderlab/inspect/static/views.js (the report page and
 //                              the notebook widget both load it; see src/views.ts)
 //   node build.mjs --test   -> build-test/*.mjs, the pure helpers for node --test
-// (the JupyterLab extension itself is built by `npm run build:lab`: tsc, then jupyter-builder)
+// (the JupyterLab extension itself is built by `npm run build:lab`: tsc, then jupyter-builder; every npm script
+// first regenerates the pane list, src/panes/index.ts, with panes.mjs)
 import { build } from "esbuild";
 import { fileURLToPath } from "node:url";
 import { dirname, resolve } from "node:path";

@@ -48,6 +48,7 @@ function render(st: Step, ctx: PaneContext): HTMLElement {
 export const diffPane: Pane = {
   id: "diff",
   title: "Diff",
+  order: 20,
   needsTrace: true,
   render,
   css: `

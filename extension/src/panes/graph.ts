@@ -12,6 +12,7 @@ export function declinesAt(p: Payload, step: number): Record<string, [string, st
 export const graphPane: Pane = {
   id: "graph",
   title: "Graph",
+  order: 30,
   needsTrace: true,
   render(step, ctx) {
     const traces = step.traces!, t = traces[ctx.trace];

@@ -5,6 +5,7 @@ import type { Pane } from "./registry";
 export const notesPane: Pane = {
   id: "notes",
   title: "What it did",
+  order: 40,
   needsTrace: false,
   render(step, ctx) {
     const labels = new Map((step.traces?.[ctx.trace]?.graph.nodes ?? []).map((n) => [n.id, n.label]));

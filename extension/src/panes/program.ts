@@ -5,6 +5,7 @@ import type { Pane } from "./registry";
 export const programPane: Pane = {
   id: "program",
   title: "Program",
+  order: 10,
   needsTrace: true,
   render(step, ctx) {
     const t = step.traces![ctx.trace];

@@ -1,15 +1,16 @@
 // What a pane of the step page is, and how a host draws one. The step page (a step's program, diff, graph,
 // notes, timings) is written once, as the panes in this folder: the report, the notebook widget and the
 // document viewer draw them through the record page (../record.ts), the sidebar through its step panel
-// (../lab/step/panel.ts). Each host iterates PANES (./index.ts) for its tabs and calls renderPane: adding
-// a pane is one new file here and its line in ./index.ts; no host changes.
+// (../lab/step/panel.ts). Each host iterates PANES (./index.ts) for its tabs and calls renderPane. Adding a
+// pane is one new file here, `export const <name>: Pane = { id, title, order, … }`: ./index.ts is generated
+// from this folder by ../../panes.mjs (the npm scripts run it first), tabs sorted by `order`; no host changes.
 //
 // The layers of extension/src, bottom to top; a module imports only from its own layer or those below
 // (test/layers.test.mjs fails on an import circle or an upward import):
 //   1 bottom  payload.ts (the record's types, the schema check), dom.ts (h, ms), selection.ts, textdiff.ts:
 //             import nothing of ours
 //   2 leaves  calldiff.ts, kernels.ts, stepinfo.ts, graph/*: one view each, built from the bottom
-//   3 panes   panes/registry.ts (this), panes/<pane>.ts, panes/index.ts (the list)
+//   3 panes   panes/registry.ts (this), panes/<pane>.ts, panes/index.ts (the list, generated)
 //   4 pages   record.ts (the record page: header, step table, the panes); lab/* (the sidebar, the
 //             document viewer), which JupyterLab's bundler builds
 //   5 entries report.ts, widget.ts, views.ts (the one bundle they share: thunderlab/inspect/static/views.js)
@@ -52,6 +53,8 @@ export interface Pane {
   id: string;
   /** The tab's words (hosts also use it as the tab's data attribute and remember it). */
   title: string;
+  /** The tab's position: tabs run by ascending order (ties by file name). Steps of 10 leave room between. */
+  order: number;
   /** Whether the pane draws the chosen trace: the host's page says "loading…" or "(no traces)" until there is one. */
   needsTrace: boolean;
   /** ``step`` comes with its traces (when here); for a pane that needs one, ``step.traces[ctx.trace]`` is there. */

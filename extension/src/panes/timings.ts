@@ -5,6 +5,7 @@ import type { Pane } from "./registry";
 export const timingsPane: Pane = {
   id: "timings",
   title: "Timings",
+  order: 50,
   needsTrace: false,
   render: (step, ctx) => stepTimingsView(ctx.payload, step),
 };

@@ -351,6 +351,7 @@ after:  ${b}`)
   var diffPane = {
     id: "diff",
     title: "Diff",
+    order: 20,
     needsTrace: true,
     render,
     css: `
@@ -2125,6 +2126,7 @@ after:  ${b}`)
   var graphPane = {
     id: "graph",
     title: "Graph",
+    order: 30,
     needsTrace: true,
     render(step, ctx) {
       const traces = step.traces, t = traces[ctx.trace];
@@ -2149,6 +2151,7 @@ after:  ${b}`)
   var notesPane = {
     id: "notes",
     title: "What it did",
+    order: 40,
     needsTrace: false,
     render(step, ctx) {
       const labels = new Map((step.traces?.[ctx.trace]?.graph.nodes ?? []).map((n) => [n.id, n.label]));
@@ -2160,6 +2163,7 @@ after:  ${b}`)
   var programPane = {
     id: "program",
     title: "Program",
+    order: 10,
     needsTrace: true,
     render(step, ctx) {
       const t = step.traces[ctx.trace];
@@ -2171,6 +2175,7 @@ after:  ${b}`)
   var timingsPane = {
     id: "timings",
     title: "Timings",
+    order: 50,
     needsTrace: false,
     render: (step, ctx) => stepTimingsView(ctx.payload, step)
   };
