@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from .trace import Trace
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Training:
     """How a training program's forward and backward traces fit together.
 
@@ -26,7 +26,7 @@ class Training:
         object.__setattr__(self, "grad_of", tuple(self.grad_of))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True, weakref_slot=True)  # slots: a record keeps one per step
 class Program:
     """Named traces ("forward", and "backward" once autodiff has run), in order.
 
