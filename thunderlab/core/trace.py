@@ -78,12 +78,13 @@ class Trace:
     def derive(self, **changes) -> Trace:
         """A new trace with this one's namespace (copied when either adds a name) and fields replaced."""
         self._names_shared = True
+        # a field given in ``changes`` is not copied first
         t = Trace(
             name=self.name,
-            inputs=list(self.inputs),
-            bound_symbols=list(self.bound_symbols),
+            inputs=list(self.inputs) if "inputs" not in changes else None,
+            bound_symbols=list(self.bound_symbols) if "bound_symbols" not in changes else None,
             output=self.output,
-            meta=dict(self.meta),
+            meta=dict(self.meta) if "meta" not in changes else None,
             _names=self._names,
             _names_shared=True,
             _counter=self._counter,

@@ -80,6 +80,34 @@ class _Snapshot:
             t.meta.update(meta)
 
 
+_PLAIN = (int, float, complex, str, bool, type(None))
+
+
+def _same_value(a, b) -> bool:
+    """``a`` and ``b`` hold the same objects (containers compared element by element, plain constants by value)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    return isinstance(a, _PLAIN) and a == b
+
+
+def _share_unchanged(before: Program, after: Program) -> None:
+    """Put the previous step's trace in ``after`` wherever the pass returned one with the same calls, inputs,
+    output and facts: a record keeps every step's program, and most passes leave most traces as they were."""
+    for name, t in after.traces.items():
+        old = before.traces.get(name)
+        if old is None or old is t or old.name != t.name or old.grad_enabled != t.grad_enabled:
+            continue
+        if (_same_value(old.bound_symbols, t.bound_symbols) and _same_value(old.inputs, t.inputs)
+                and _same_value(old.output, t.output) and _same_value(old.meta, t.meta)):
+            after.traces[name] = old
+
+
 def signature(program: Program) -> tuple[list, list]:
     """The program's interface to its caller: each input's name and type, and each user-visible output's type."""
     fw = program.forward
@@ -324,6 +352,7 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
                 raise TypeError(f"returned {type(nxt).__name__}, not a Program")
             seconds = time.perf_counter() - t0
             _mark_origins(current, nxt, spec.name)
+            _share_unchanged(current, nxt)
             doing = "describing its result"
             notes = p.describe(current, nxt)
             resolved = repr(p)
