@@ -236,7 +236,7 @@ def proxies_in(x) -> list[TensorProxy]:
     return [v for v in tree_flatten(x) if isinstance(v, TensorProxy)]
 
 
-# slots (see TensorProxy), and a weakref slot: codegen keeps each call's printed line while the call lives
+# slots (see TensorProxy); a weakref slot, so that a call can be referred to weakly as before
 @dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class BoundSymbol:
     """One call of a symbol in a trace.
@@ -265,6 +265,7 @@ class BoundSymbol:
     _inputs: list | None = field(default=None, init=False, repr=False)
     _outputs: list | None = field(default=None, init=False, repr=False)
     _params: Params | None = field(default=None, init=False, repr=False)
+    _printed: tuple | None = field(default=None, init=False, repr=False)  # its printed line (see codegen._line)
 
     @property
     def inputs(self) -> list[TensorProxy]:
