@@ -291,6 +291,14 @@ class BoundSymbol:
             object.__setattr__(self, "_params", Params(**bound.arguments))
         return self._params
 
+    def drop_caches(self) -> None:
+        """Let go of what was derived from this call and is made again when asked for (its flattened
+        proxies, its params, its printed line), here and in its decomposition."""
+        for name in ("_inputs", "_outputs", "_params", "_printed"):
+            object.__setattr__(self, name, None)
+        for s in self.subsymbols:
+            s.drop_caches()
+
     def call_key(self, tensor: Callable | None = None) -> tuple:
         """A hashable key, equal for two calls of the same symbol on the same arguments.
 

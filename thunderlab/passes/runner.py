@@ -96,9 +96,10 @@ def _same_value(a, b) -> bool:
     return isinstance(a, _PLAIN) and a == b
 
 
-def _share_unchanged(before: Program, after: Program) -> None:
-    """Put the previous step's trace in ``after`` wherever the pass returned one with the same calls, inputs,
-    output and facts: a record keeps every step's program, and most passes leave most traces as they were."""
+def _share_unchanged(before: Program, after: Program) -> Program:
+    """``after`` with the previous step's trace wherever the pass returned one with the same calls, inputs,
+    output and facts, or ``before`` itself when every trace is so: a record keeps every step's program, and
+    most passes leave most traces as they were."""
     for name, t in after.traces.items():
         old = before.traces.get(name)
         if old is None or old is t or old.name != t.name or old.grad_enabled != t.grad_enabled:
@@ -106,6 +107,10 @@ def _share_unchanged(before: Program, after: Program) -> None:
         if (_same_value(old.bound_symbols, t.bound_symbols) and _same_value(old.inputs, t.inputs)
                 and _same_value(old.output, t.output) and _same_value(old.meta, t.meta)):
             after.traces[name] = old
+    if (after.traces.keys() == before.traces.keys() and after.training == before.training
+            and all(after.traces[n] is t for n, t in before.traces.items())):
+        return before
+    return after
 
 
 def signature(program: Program) -> tuple[list, list]:
@@ -352,7 +357,7 @@ def _run(program, pipeline, observer, inputs, reference, first_index):
                 raise TypeError(f"returned {type(nxt).__name__}, not a Program")
             seconds = time.perf_counter() - t0
             _mark_origins(current, nxt, spec.name)
-            _share_unchanged(current, nxt)
+            nxt = _share_unchanged(current, nxt)
             doing = "describing its result"
             notes = p.describe(current, nxt)
             resolved = repr(p)

@@ -244,12 +244,25 @@ class CompiledGraph:
             raise CompileError(error, record)
         fn = _program_callable(record, final, tiered=self.options.tiered, timing=self.options.timing)
         record.runner = _marked(fn, record.uid)
+        _drop_caches(record)
         entry = _Entry(fn, lifted, record, trace.meta.get("written_inputs", ()))
         self.cache[key] = entry
         while len(self.cache) > _LIMITS["shapes"]:
             _, old = self.cache.popitem(last=False)
             self.records = [r for r in self.records if r is not old.record]
         return entry
+
+
+def _drop_caches(record: CompileRecord) -> None:
+    """Let go of what each call in the record's steps derived while compiling (see ``BoundSymbol.drop_caches``):
+    a record lives as long as its function, and views or a re-run make again what they read."""
+    seen: set[int] = set()
+    for step in record.steps:
+        for trace in step.program or ():
+            for b in trace.bound_symbols:
+                if id(b) not in seen:
+                    seen.add(id(b))
+                    b.drop_caches()
 
 
 def let_go(record: CompileRecord) -> None:
