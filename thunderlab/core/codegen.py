@@ -8,7 +8,6 @@ the other way round.
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -148,15 +147,14 @@ def statement(printer: Printer, bsym: BoundSymbol) -> str:
     return f"{printer.targets(bsym.output)} = {call}"
 
 
-# A bound symbol never changes, so its printed line is kept while it lives: the steps of a
-# record share most of their calls, and each step is printed more than once (program, diff).
-_LINES: weakref.WeakKeyDictionary[BoundSymbol, dict[bool, str]] = weakref.WeakKeyDictionary()
-
-
+# A bound symbol never changes, so its printed line is kept while it lives, in its ``_printed`` slot
+# (without comments, with them): the steps of a record share most of their calls, and each step is
+# printed more than once (program, diff). A slot, not a table beside the calls: a table costs each
+# call a weak reference and an entry, kept as long as the record.
 def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
     fast = fastpaths.enabled()
-    cached = _LINES.get(bsym) if fast else None
-    if cached is not None and comments in cached:
+    cached = bsym._printed if fast else None
+    if cached is not None and cached[comments] is not None:
         return cached[comments]
     uses = p.constant_uses
     stmt = "    " + statement(p, bsym)
@@ -164,7 +162,9 @@ def _line(p: Printer, bsym: BoundSymbol, comments: bool) -> str:
     if note:
         stmt = f"{stmt.ljust(_COMMENT_COLUMN)}  # {note}"
     if p.constant_uses == uses and fast:
-        _LINES.setdefault(bsym, {})[comments] = stmt
+        pair = list(bsym._printed or (None, None))
+        pair[comments] = stmt
+        object.__setattr__(bsym, "_printed", tuple(pair))
     return stmt
 
 

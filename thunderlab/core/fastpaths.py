@@ -14,7 +14,7 @@ Inductor graph, unguarded   executors/inductor.py (_direct)       TorchDynamo's 
 compiles in a worker        executors/compile_process.py          tiered compiles on a thread here
 autograd.Function C++ apply runtime/autograd.py                   ``Function.apply``
 metadata checked once       core/verify.py (meta_ok, checked)     every call's meta re-derived
-printed lines cached        core/codegen.py (_LINES)              every line printed afresh
+printed lines cached        core/codegen.py (_line)               every line printed afresh
 collector paused in passes  passes/runner.py (collector_paused)   Python's gc runs as it likes
 ==========================  ====================================  ==================================
 

@@ -9,7 +9,7 @@ import torch
 from .trace import Trace
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Training:
     """How a training program's forward and backward traces fit together.
 
@@ -56,7 +56,7 @@ class Boundary:
         object.__setattr__(self, "autocast", tuple(sorted((str(d), t) for d, t in pairs)))
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True, weakref_slot=True)  # slots: a record keeps one per step
 class Program:
     """Named traces ("forward", and "backward" once autodiff has run), in order.
 

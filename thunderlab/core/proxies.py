@@ -1,8 +1,7 @@
 """Proxies: the values a trace computes with, carrying metadata but no data."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -19,7 +18,9 @@ def dtype_short(dtype: torch.dtype) -> str:
     return _DTYPE_SHORT.get(dtype, str(dtype).replace("torch.", ""))
 
 
-@dataclass(frozen=True, eq=False)
+# The IR's many small values have slots, not an instance __dict__: a record keeps every step's
+# program for as long as its function lives, and a dict per value would be most of its memory.
+@dataclass(frozen=True, eq=False, slots=True)
 class TensorProxy:
     """A tensor in a trace: a name plus shape, dtype, device and requires_grad.
 
@@ -33,6 +34,8 @@ class TensorProxy:
     requires_grad: bool = False
     # an input that is a module's parameter (nn.Parameter): the state data-parallel passes keep in sync
     parameter: bool = False
+    # the printed type, made on first use (a proxy never changes; views print its type many times)
+    _type: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def ndim(self) -> int:
@@ -54,12 +57,10 @@ class TensorProxy:
 
     def type_string(self) -> str:
         """`cpu f32[4, 64]`: the per-value comment of a printed trace."""
-        return self._type_string
-
-    @cached_property  # a proxy never changes; views print its type many times
-    def _type_string(self) -> str:
-        dims = ", ".join(str(s) for s in self.shape)
-        return f"{self.device.type} {dtype_short(self.dtype)}[{dims}]"
+        if self._type is None:
+            dims = ", ".join(str(s) for s in self.shape)
+            object.__setattr__(self, "_type", f"{self.device.type} {dtype_short(self.dtype)}[{dims}]")
+        return self._type
 
     def meta_tensor(self) -> torch.Tensor:
         """An empty tensor on the meta device with this proxy's shape and dtype."""
@@ -73,7 +74,7 @@ def is_proxy(x) -> bool:
     return isinstance(x, TensorProxy)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, slots=True)
 class ScalarInput:
     """A non-tensor input (e.g. a symbolic size from Dynamo), specialized to ``value``."""
 

@@ -5,9 +5,9 @@ import enum
 import functools
 import inspect
 import itertools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,7 +21,7 @@ def next_id() -> int:
     return next(_ids)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: see TensorProxy
 class SourceInfo:
     """Where in user code a bound symbol came from."""
 
@@ -31,12 +31,7 @@ class SourceInfo:
     scope: str = ""  # the module path Dynamo recorded, e.g. "blocks.0.attn"
 
     def short(self) -> str:
-        return self._short
-
-    @cached_property
-    def _short(self) -> str:
-        import os
-
+        """``file.py:31``: the file's base name and the line."""
         return f"{os.path.basename(self.file)}:{self.line}"
 
 
@@ -246,7 +241,8 @@ def proxies_in(x) -> list[TensorProxy]:
     return [v for v in tree_flatten(x) if isinstance(v, TensorProxy)]
 
 
-@dataclass(frozen=True, eq=False)
+# slots (see TensorProxy); a weakref slot, so that a call can be referred to weakly as before
+@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class BoundSymbol:
     """One call of a symbol in a trace.
 
@@ -289,24 +285,43 @@ class BoundSymbol:
         return Tag.SIDE_EFFECT in self.effects or self.sym.side_effect
 
     # Arguments and outputs never change after construction (a rewrite makes a new bound
-    # symbol), so their proxies are flattened once.
-    @cached_property
+    # symbol), so their proxies are flattened once, on first use.
+    _inputs: list | None = field(default=None, init=False, repr=False)
+    _outputs: list | None = field(default=None, init=False, repr=False)
+    _params: Params | None = field(default=None, init=False, repr=False)
+    _printed: tuple | None = field(default=None, init=False, repr=False)  # its printed line (see codegen._line)
+
+    @property
     def inputs(self) -> list[TensorProxy]:
-        return proxies_in((self.args, self.kwargs))
+        if self._inputs is None:
+            object.__setattr__(self, "_inputs", proxies_in((self.args, self.kwargs)))
+        return self._inputs
 
-    @cached_property
+    @property
     def outputs(self) -> list[TensorProxy]:
-        return proxies_in(self.output)
+        if self._outputs is None:
+            object.__setattr__(self, "_outputs", proxies_in(self.output))
+        return self._outputs
 
-    @cached_property
+    @property
     def params(self) -> Params:
         """The arguments bound to the op's parameter names, with defaults: ``b.params.eps``."""
-        try:
-            bound = self.sym.parameters().bind(*self.args, **self.kwargs)
-        except TypeError as e:
-            raise TypeError(f"{self.sym.qualname}: its arguments do not fit its parameters: {e}") from None
-        bound.apply_defaults()
-        return Params(**bound.arguments)
+        if self._params is None:
+            try:
+                bound = self.sym.parameters().bind(*self.args, **self.kwargs)
+            except TypeError as e:
+                raise TypeError(f"{self.sym.qualname}: its arguments do not fit its parameters: {e}") from None
+            bound.apply_defaults()
+            object.__setattr__(self, "_params", Params(**bound.arguments))
+        return self._params
+
+    def drop_caches(self) -> None:
+        """Let go of what was derived from this call and is made again when asked for (its flattened
+        proxies, its params, its printed line), here and in its decomposition."""
+        for name in ("_inputs", "_outputs", "_params", "_printed"):
+            object.__setattr__(self, name, None)
+        for s in self.subsymbols:
+            s.drop_caches()
 
     def call_key(self, tensor: Callable | None = None) -> tuple:
         """A hashable key, equal for two calls of the same symbol on the same arguments.

@@ -19,7 +19,7 @@ class TraceError(Exception):
     """An operation could not be traced; the message names the op and what would be valid."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True, weakref_slot=True)  # slots: a record keeps every step's traces (see TensorProxy)
 class Trace:
     """A program in SSA form: ``inputs``, ``bound_symbols`` in order, ``output``.
 
@@ -36,7 +36,7 @@ class Trace:
     # passes add none, so copying it at once would cost a set per trace per step
     _names_shared: bool = field(default=False, repr=False)
     _counter: int = field(default=0, repr=False)
-    _scopes: list = field(default_factory=list, repr=False)
+    _scopes: list | None = field(default=None, repr=False)  # made when recording starts: most traces never record
     _source: SourceInfo | None = field(default=None, repr=False)
     _derived: int | None = field(default=None, repr=False)
     # grad mode while recording (a no_grad region of the user's function): values made while it
@@ -78,10 +78,11 @@ class Trace:
     def derive(self, **changes) -> Trace:
         """A new trace with this one's namespace (copied when either adds a name) and fields replaced."""
         self._names_shared = True
+        # a field given in ``changes`` is not copied first
         t = Trace(
             name=self.name,
-            inputs=list(self.inputs),
-            bound_symbols=list(self.bound_symbols),
+            inputs=list(self.inputs) if "inputs" not in changes else None,
+            bound_symbols=list(self.bound_symbols) if "bound_symbols" not in changes else None,
             output=self.output,
             _names=self._names,
             _names_shared=True,
@@ -96,6 +97,8 @@ class Trace:
     def active(self):
         """Make this the trace that symbol calls record into."""
         token = CURRENT_TRACE.set(self)
+        if self._scopes is None:
+            self._scopes = []
         self._scopes.append(self.bound_symbols)
         try:
             yield self

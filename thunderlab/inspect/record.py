@@ -10,7 +10,7 @@ from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 
 
-@dataclass
+@dataclass(slots=True)  # slots: a record keeps one per step for as long as its function lives
 class Verification:
     """What was checked after a step: structure always, numerics when asked."""
 
@@ -27,7 +27,7 @@ class Verification:
         return "ok"
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """One pass of a pipeline (step 0 is capture): its program afterwards and what it cost."""
 

@@ -190,8 +190,10 @@ def split(trace: Trace) -> Program | None:
             saved.append(v)
     bw.inputs = saved + grad_inputs
     fw = trace.derive(bound_symbols=fwd_bsyms, output=(trace.output, tuple(saved)))
-    fw._names = fw._names | bw._names  # new sets: a namespace may be shared with the trace it was derived from
-    bw._names = bw._names | fw._names
+    # one new set for both (a namespace may be shared with the trace it was derived from), shared as derive
+    # shares one: the first of the two to add a name copies it
+    fw._names = bw._names = fw._names | bw._names
+    fw._names_shared = bw._names_shared = True
     return Program({"forward": fw, "backward": bw}, Training(saved=[p.name for p in saved], grad_of=grad_of))
 
 

@@ -108,6 +108,39 @@ def as_notes(notes, name: str) -> Notes:
                     f"(pass {name!r})")
 
 
+_PLAIN = (int, float, complex, str, bool, type(None))
+
+
+def _same_value(a, b) -> bool:
+    """``a`` and ``b`` hold the same objects (containers compared element by element, plain constants by value)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_value(a[k], b[k]) for k in a)
+    return isinstance(a, _PLAIN) and a == b
+
+
+def _share_unchanged(before: Program, after: Program) -> Program:
+    """``after`` with the previous step's trace wherever the pass returned one with the same calls, inputs
+    and output, or ``before`` itself when every trace is so: a record keeps every step's program, and
+    most passes leave most traces as they were."""
+    for name, t in after.traces.items():
+        old = before.traces.get(name)
+        if old is None or old is t or old.name != t.name or old.grad_enabled != t.grad_enabled:
+            continue
+        if (_same_value(old.bound_symbols, t.bound_symbols) and _same_value(old.inputs, t.inputs)
+                and _same_value(old.output, t.output)):
+            after.traces[name] = old
+    if (after.traces.keys() == before.traces.keys() and after.training == before.training
+            and after.boundary == before.boundary and all(after.traces[n] is t for n, t in before.traces.items())):
+        return before
+    return after
+
+
 def signature(program: Program) -> tuple[list, list]:
     """The program's interface to its caller: each input's name and type, and each user-visible output's type."""
     fw = program.forward
@@ -217,6 +250,7 @@ def _run(program, pipeline, observer, first_index):
                 raise TypeError(f"returned {type(nxt).__name__}, not a Program")
             seconds = time.perf_counter() - t0
             _mark_origins(current, nxt, spec.name)
+            nxt = _share_unchanged(current, nxt)
             doing = "describing its result"
             notes = as_notes(p.describe(current, nxt), spec.name)
             resolved = repr(p)

@@ -31,6 +31,69 @@ def _rebuild(structure, values):
     return walk(structure)
 
 
+class _Plan:
+    """What one compiled training program's calls need (see ``training_callable``): the bound forward and
+    backward, and where outputs, gradients and inputs go."""
+
+    __slots__ = ("fw", "bw", "flat", "non_diff", "grad_slots", "tensor_slots", "n_inputs", "dense", "single",
+                 "rewritten")
+
+    def __init__(self, fw, bw, flat, non_diff, grad_slots, tensor_slots, n_inputs, dense, single, rewritten):
+        self.fw, self.bw, self.flat, self.non_diff = fw, bw, flat, non_diff
+        self.grad_slots, self.tensor_slots, self.n_inputs, self.dense = grad_slots, tensor_slots, n_inputs, dense
+        self.single, self.rewritten = single, rewritten
+
+
+class ProgramFunction(torch.autograd.Function):
+    """A training program under autograd: forward runs the plan's forward trace, backward its backward trace.
+
+    One class serves every compiled program (each call passes its ``_Plan`` first): a class per program
+    would cost each compiled function a type object, its autograd node class and their caches.
+    """
+
+    @staticmethod
+    def forward(ctx, plan, *args):
+        ctx.plan = plan
+        out, saved = plan.fw(*args)
+        if plan.rewritten:
+            before = [args[i] for i in plan.rewritten]
+            saved = [s.clone() if any(torch._C._is_alias_of(s, b) for b in before) else s for s in saved]
+        ctx.save_for_backward(*saved)
+        values = out if plan.flat else tuple(v for v in tree_flatten(out) if isinstance(v, torch.Tensor))
+        if plan.non_diff:
+            ctx.mark_non_differentiable(*[values[i] for i in plan.non_diff])
+        return values
+
+    @staticmethod
+    def backward(ctx, *grads):
+        plan = ctx.plan
+        if plan.single is not None:  # one gradient, from an output returned once: the common case, kept short
+            inputs = [*ctx.saved_tensors, grads[plan.single].contiguous()]
+        else:
+            gs = []
+            for idx in plan.grad_slots:  # an output returned more than once gets the sum of its gradients
+                g = grads[idx[0]]
+                for j in idx[1:]:
+                    g = g + grads[j]
+                gs.append(g.contiguous())
+            inputs = [*ctx.saved_tensors, *gs]
+            del gs
+        del grads
+        ctx.maybe_clear_saved_tensors()  # drops ctx's references; a no-op under retain_graph=True
+        result = plan.bw(inputs)
+        if plan.dense:
+            return (None, *result)  # None: the plan's own gradient
+        out = [None] * (1 + plan.n_inputs)
+        for slot, g in zip(plan.tensor_slots, result):
+            out[1 + slot] = g
+        return tuple(out)
+
+
+# autograd.Function.apply's Python layer only adds functorch's checks; outside a functorch
+# transform the C++ apply under it does the same work, a few microseconds sooner
+_fast_apply = super(torch.autograd.Function, ProgramFunction).apply
+
+
 def training_callable(program: Program, *, regions: dict | None = None, options: RunOptions | None = None,
                       autocast_off=(), recorded_writes: tuple[int, ...] = ()):
     """A function running ``program``'s forward under autograd, with its backward as the gradient.
@@ -69,50 +132,12 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     # inputs the caller writes after the call (see Functionalizer.finish): backward keeps their values as they were
     rewritten = recorded_writes
 
-    class ThunderlabFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *args):
-            out, saved = fw(*args)
-            if rewritten:
-                before = [args[i] for i in rewritten]
-                saved = [s.clone() if any(torch._C._is_alias_of(s, b) for b in before) else s for s in saved]
-            ctx.save_for_backward(*saved)
-            values = out if flat else tuple(v for v in tree_flatten(out) if isinstance(v, torch.Tensor))
-            if non_diff:
-                ctx.mark_non_differentiable(*[values[i] for i in non_diff])
-            return values
-
-        @staticmethod
-        def backward(ctx, *grads):
-            if single is not None:  # one gradient, from an output returned once: the common case, kept short
-                inputs = [*ctx.saved_tensors, grads[single].contiguous()]
-            else:
-                gs = []
-                for idx in grad_slots:  # an output returned more than once gets the sum of its gradients
-                    g = grads[idx[0]]
-                    for j in idx[1:]:
-                        g = g + grads[j]
-                    gs.append(g.contiguous())
-                inputs = [*ctx.saved_tensors, *gs]
-                del gs
-            del grads
-            ctx.maybe_clear_saved_tensors()  # drops ctx's references; a no-op under retain_graph=True
-            result = bw(inputs)
-            if dense:
-                return tuple(result)
-            out = [None] * n_inputs
-            for slot, g in zip(tensor_slots, result):
-                out[slot] = g
-            return tuple(out)
-
-    # autograd.Function.apply's Python layer only adds functorch's checks; outside a functorch
-    # transform the C++ apply under it does the same work, a few microseconds sooner
-    fast_apply = super(torch.autograd.Function, ThunderlabFunction).apply
+    plan = _Plan(fw, bw, flat, non_diff, grad_slots, tensor_slots, n_inputs, dense, single, rewritten)
 
     def apply(*args):
         if _functorch_active() or not fastpaths.enabled():
-            return ThunderlabFunction.apply(*args)
-        return fast_apply(*args)
+            return ProgramFunction.apply(plan, *args)
+        return _fast_apply(plan, *args)
 
     if flat:
         return apply

@@ -252,12 +252,25 @@ class CompiledGraph:
         fn = _program_callable(session, program, final, tiered=self.options.tiered, timing=self.options.timing)
         session.runner = _marked(fn, record.uid)
         session.refresh()
+        _drop_caches(record)
         entry = _Entry(fn, lifted, record, program.boundary.written_inputs)
         self.cache[key] = entry
         while len(self.cache) > _LIMITS["shapes"]:
             _, old = self.cache.popitem(last=False)
             self.records = [r for r in self.records if r is not old.record]
         return entry
+
+
+def _drop_caches(record: CompileRecord) -> None:
+    """Let go of what each call in the record's steps derived while compiling (see ``BoundSymbol.drop_caches``):
+    a record lives as long as its function, and views or a re-run make again what they read."""
+    seen: set[int] = set()
+    for step in record.steps:
+        for trace in step.program or ():
+            for b in trace.bound_symbols:
+                if id(b) not in seen:
+                    seen.add(id(b))
+                    b.drop_caches()
 
 
 def _program_callable(session: Session, captured: Program, final: Program, *, tiered: bool, timing: bool):
