@@ -53,10 +53,10 @@ def test_steps_share_the_traces_a_pass_left_unchanged():
     gd = record.graph_diff(0, 2)
     assert (gd.added, gd.removed, gd.changed) == ([], [], [])
     assert "dce" in record.table()
-    rerun = record.rerun("cse,dce,del")
+    rerun = thunderlab.rerun(record, "cse,dce,del")
     assert rerun.error is None and [s.spec for s in rerun.steps] == ["capture", "cse", "dce", "del"]
     assert rerun.steps[2].program is rerun.steps[0].program
-    assert record.bisect() is None
+    assert thunderlab.bisect(record) is None
 
 
 def test_a_changed_trace_is_a_new_trace():
