@@ -177,3 +177,27 @@ def failing_worker(rank: int, world: int, port: int, mode: str) -> None:
             raise RuntimeError("rank 1 fails on purpose")
         return
     dist.all_reduce(torch.ones(4))  # rank 1 never joins: gloo's timeout ends the wait
+
+
+def timed_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    """thunderlab's ddp with ``timing=True`` for a few steps; the record's payload and its program's collectives."""
+    import thunderlab.distributed
+    from thunderlab.inspect.serialize import to_json, validate
+
+    init(rank, world, port)
+    try:
+        model, batch, loss_of = make("mlp", rank)
+        tl = thunderlab.distributed.ddp(model, bucket_mb=0.0005, timing=True)  # small buckets: several all-reduces
+        train(model, tl, [[batch()] for _ in range(STEPS)], loss_of, rank)
+        rec = tl.record()
+        payload = json.loads(to_json(rec))
+        validate(payload)
+        programs = rec.program.traces.values()
+        issued = [b.sym.name for t in programs for b in t.bound_symbols if b.sym.communicates and b.sym.name != "wait"]
+        result = {"communication": payload.get("communication"), "issued_per_step": issued, "steps": STEPS,
+                  "regions": {n: r["timings"] for n, r in payload["regions"].items()}}
+    except Exception:
+        result = {"error": traceback.format_exc()}
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+        json.dump(result, f)
+    dist.destroy_process_group()

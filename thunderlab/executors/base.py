@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 
 from thunderlab.core.symbols import BoundSymbol, Symbol
 from thunderlab.core.trace import Trace
+from thunderlab.ops import collectives
 
 EXECUTORS: dict[str, Executor] = {}
 
@@ -72,7 +73,7 @@ def _keep_grad_mode(mode):
 
 
 def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, options: RunOptions = RunOptions(),
-         packed: bool = False, traced: bool = False):
+         packed: bool = False, traced: bool = False, communication=None):
     """Compile ``trace`` into a function whose calls run on their claiming executors.
 
     ``packed=True``: the function takes its inputs as one list and empties it (see codegen.python).
@@ -82,7 +83,8 @@ def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, o
 
     Fusion regions are bound by their executor; pass ``regions`` (a dict) to receive the
     callable of each region by name (the runtime times them and shows their kernels). ``options`` says
-    how they run (see ``RunOptions``).
+    how they run (see ``RunOptions``). ``communication`` (a ``CommunicationTimer``): with ``options.timing``
+    on, the collectives run through it, which times each exchange.
     """
     if not isinstance(options, RunOptions):
         raise TypeError(f"bind: options must be a RunOptions ({', '.join(f.name for f in fields(RunOptions))}), "
@@ -100,6 +102,10 @@ def bind(trace: Trace, default: str = "torch", *, regions: dict | None = None, o
             fn = _keep_grad_mode
         else:
             fn = b.sym.impl if traced else ex.implementation(b.sym)
+            if b.sym.communicates and communication is not None and options.timing and not traced:
+                if b.sym.qualname in impls:  # wrapped at its first call already
+                    continue
+                fn = communication.wait(fn) if b.sym is collectives.wait else communication.issue(b.sym.name, fn)
         prev = impls.setdefault(b.sym.qualname, fn)
         if prev is not fn:
             raise ValueError(f"{b.sym.qualname} is claimed by two executors in one trace; give one of them a region")

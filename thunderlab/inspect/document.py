@@ -120,7 +120,8 @@ def record_from_payload(data: dict, source_file: str | None = None) -> CompileRe
                           None if v is None else Verification(v["ok"], v["structural"], v["max_error"], v["detail"]),
                           s["error"], Notes.from_json(s["notes"]), saved=s["traces"]))
     return CompileRecord(data["name"], list(data["inputs"]), data["pipeline"], steps, error=data["error"],
-                         created=data["created"], regions=data["regions"], kernels=data.get("kernels"), document=data,
+                         created=data["created"], regions=data["regions"], kernels=data.get("kernels"),
+                         communication=data.get("communication") or {}, document=data,
                          source_file=source_file)
 
 

@@ -100,6 +100,10 @@ class CompileRecord:
     # when the record is handed out (``thunderlab.last_record``, ``records``), waited on, saved, profiled or shown
     # in the sidebar, and when its function is dropped
     regions: dict[str, dict] = field(default_factory=dict)
+    # per collective (all_reduce, all_gather, ...), its exchanges as timed with ``timing=True``: count,
+    # median/min/total seconds from issue to its wait returning, median/total seconds blocked in the wait;
+    # taken with ``regions``' snapshot; empty when the program exchanged nothing or was not timed
+    communication: dict[str, dict] = field(default_factory=dict)
     # the latest kernel-level profile of one call: {region: [{name, count, self_cpu_us, device_us}]}
     kernels: dict[str, list[dict]] | None = None
     reused: int = 0  # passes taken unchanged from the record this one was re-run from

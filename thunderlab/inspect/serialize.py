@@ -160,7 +160,8 @@ class RecordPayload:
                 "pipeline": r.pipeline,
                 "created": r.created, "error": r.error, "compile_seconds": r.compile_seconds,
                 "steps": [{**self._header(s), "traces": None} for s in r.steps], "regions": self.regions(),
-                "kernels": None if r.kernels is None else jsonable(r.kernels)}
+                "kernels": None if r.kernels is None else jsonable(r.kernels),
+                "communication": jsonable(r.communication)}
 
     def to_dict(self) -> dict:
         """The whole payload: every step with its traces."""

@@ -95,7 +95,7 @@ _fast_apply = super(torch.autograd.Function, ProgramFunction).apply
 
 
 def training_callable(program: Program, *, regions: dict | None = None, options: RunOptions | None = None,
-                      autocast_off=(), recorded_writes: tuple[int, ...] = ()):
+                      autocast_off=(), recorded_writes: tuple[int, ...] = (), communication=None):
     """A function running ``program``'s forward under autograd, with its backward as the gradient.
 
     ``autocast_off``: device types whose autocast is turned off while either program runs (the backward
@@ -106,10 +106,10 @@ def training_callable(program: Program, *, regions: dict | None = None, options:
     # inside autograd.Function.forward nothing records a graph whatever the grad mode; the
     # program's own grad-mode regions are already honoured by its backward trace
     options = replace(options or RunOptions(), in_autograd_function=True)
-    fw = bind(fw_trace, regions=regions, options=options)
+    fw = bind(fw_trace, regions=regions, options=options, communication=communication)
     # the backward takes its inputs as one list it empties, so that each saved tensor is freed after
     # its last use, as eager autograd frees a node's saved tensors once the node has run
-    bw = bind(bw_trace, regions=regions, options=options, packed=True)
+    bw = bind(bw_trace, regions=regions, options=options, packed=True, communication=communication)
     if autocast_off:
         bw = without_autocast(bw, autocast_off)
     structure = fw_trace.output[0]

@@ -282,11 +282,11 @@ def _program_callable(session: Session, captured: Program, final: Program, *, ti
     off = tuple(device for device, _ in boundary.autocast)  # called under torch.autocast: its casts are in the program
     if "backward" in final.traces:
         fn = training_callable(final, regions=session.regions, options=run_options, autocast_off=off,
-                               recorded_writes=boundary.recorded_writes)
+                               recorded_writes=boundary.recorded_writes, communication=session.communication)
         if not torch.is_grad_enabled():  # called under no_grad, the function turns grad on (enable_grad)
             fn = _with_grad(fn)
     else:
-        fn = bind(final.forward, regions=session.regions, options=run_options)
+        fn = bind(final.forward, regions=session.regions, options=run_options, communication=session.communication)
     if off:
         fn = without_autocast(fn, off)
     if boundary.recorded_writes:

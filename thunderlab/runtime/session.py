@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from thunderlab.executors.communication import CommunicationTimer
+
 
 class NotLive(RuntimeError):
     """A verb that runs code was asked of a record with no live session (loaded from a file, or its function
@@ -51,7 +53,8 @@ class HeldInputs:
 class Session:
     """What runs and checks one record's program in this process (see the module's docstring)."""
 
-    __slots__ = ("uid", "family", "held", "eager", "reference", "regions", "runner", "_record", "__weakref__")
+    __slots__ = ("uid", "family", "held", "eager", "reference", "regions", "communication", "runner", "_record",
+                 "__weakref__")
 
     def __init__(self, record, *, family: int | None = None, held: HeldInputs | None = None, eager=None,
                  reference=None):
@@ -62,6 +65,8 @@ class Session:
         self.eager = eager  # the captured graph run by PyTorch itself: the reference of bisection and re-runs
         self.reference: Any = reference  # eager's outputs on the inputs, when the function verifies
         self.regions: dict = {}  # name -> the runner of each fusion region (filled when the program is bound)
+        # times the program's collectives when compiled with timing on (communication, beside the regions' compute)
+        self.communication = CommunicationTimer()
         self.runner = None  # the compiled program (all inputs, lifted ones included); None until bound
         self._record = weakref.ref(record)  # to write region snapshots into; never keeps the record alive
 
@@ -101,6 +106,8 @@ class Session:
         record = self._record()
         if record is not None and self.regions:
             record.regions = self.snapshot()
+        if record is not None and self.communication.in_flight:
+            record.communication = self.communication.stats()
 
     def release(self) -> None:
         """Let go of the compiled program, the regions' kernels, the captured graph and eager's outputs; the
