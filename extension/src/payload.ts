@@ -56,11 +56,16 @@ export interface Region {
   executor: string; version: string; error: string | null; history: [number, string][];
   timings: Record<string, { count: number; median_s: number; min_s: number }>; code: string | null;
 }
+/** One collective's exchanges as timed with timing=True: in flight (issue to its wait returning) and blocked in the wait. */
+export interface Exchange { count: number; median_s: number; min_s: number; total_s: number; blocked_median_s: number; blocked_total_s: number }
+export type Communication = Record<string, Exchange>;
 export interface Payload {
   schema: string; name: string; inputs: string[]; input_names?: InputName[]; pipeline: string; created: number; error: string | null;
   compile_seconds: number; steps: Step[]; regions: Record<string, Region>;
   /** the latest kernel-level profile of one call, by region (absent in payloads written before profiles were kept) */
   kernels?: Kernels | null;
+  /** per collective, its exchanges timed (absent or empty when none were) */
+  communication?: Communication;
 }
 
 // ---------------------------------------------------------------- the check

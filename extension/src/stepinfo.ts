@@ -1,6 +1,7 @@
 // What a step did, in words, for every view: the inputs by name, whether numbers were compared, the pass's
 // notes (a summary, named facts and declines, one shape for every pass), why calls were not fused, the values saved
 // for backward with their bytes, per-step and per-region timings, and the program linked to source lines.
+import { communicationView } from "./communication";
 import { h, ms } from "./dom";
 import { KERNEL_CSS, kernelsView } from "./kernels";
 import { readNotes, type Call, type InputName, type Payload, type Saved, type Source, type Step, type Verification } from "./payload";
@@ -147,6 +148,8 @@ export function stepTimingsView(p: Payload, st: Step): HTMLElement {
     const fuse = p.steps.find((s) => /^fuse\b/.test(s.spec));
     box.append(h("div", { class: "tl-muted" }, regions.length && fuse ? `no fusion region at this step: regions run from step ${fuse.index} (${fuse.spec}) on`
       : "(no fusion regions)"));
+    const comm = communicationView(p.regions, p.communication);
+    if (comm) box.append(comm);
     if (p.kernels) box.append(kernelsView(p.kernels));
     return box;
   }
@@ -167,6 +170,8 @@ export function stepTimingsView(p: Payload, st: Step): HTMLElement {
   table.append(tb);
   box.append(h("div", { class: "tl-muted" }, timed ? "per fusion region (● the version running now)"
     : "regions not timed: compile with thunderlab.jit(..., timing=True) to time each region"), table);
+  const comm = communicationView(p.regions, p.communication);
+  if (comm) box.append(comm);
   box.append(p.kernels ? kernelsView(p.kernels)
     : h("div", { class: "tl-muted tl-kernels-none" }, "per-kernel times: not profiled yet (thunderlab.profile(f, *args), or the sidebar's Profile one call)"));
   return box;

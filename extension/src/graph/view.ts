@@ -2,6 +2,7 @@
 // in a zoomable, pannable viewport with a minimap, search, an executor and change legend, and a details
 // panel for the selected node with its links between forward and backward. All text from user code is
 // set through textContent / createTextNode / setAttribute only.
+import { COMM_COLOR } from "../communication";
 import { h } from "../dom";
 import type { Graph, GraphNode } from "../payload";
 import { collapseGroups, defaultDepth, defaultGrouping, executorColor, groupOf, scopeDepth, type Grouping } from "./groups";
@@ -34,8 +35,7 @@ function sv(tag: string, attrs: Record<string, string | number> = {}, text?: str
 export const MARK_COLOR: Record<Mark | "removed", string> = {
   added: "#1a7f37", executor: "#0969da", changed: "#bf8700", regrouped: "#8250df", removed: "#cf222e",
 };
-// collectives and their waits: their own colour whatever runs them, so communication stands out among compute
-export const COMM_COLOR = "#f4a3c0";
+export { COMM_COLOR } from "../communication";
 const COLLAPSE_ABOVE = 300;
 const CULL_ABOVE = 500;
 const FAR = 0.45;  // below this zoom, node text is hidden (unreadable anyway) and the minimap guides

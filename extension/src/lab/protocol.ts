@@ -2,7 +2,7 @@
 // their replies and the events it pushes. Version 1.
 import type { TraceText } from "../calldiff";
 import type { Kernels } from "../kernels";
-import type { Payload, Trace } from "../payload";
+import type { Communication, Payload, Trace } from "../payload";
 
 export const PROTOCOL = 1;
 export const TARGET = "thunderlab";
@@ -19,7 +19,11 @@ export interface RegionTimings {
   executor: string; version: string; device: string;
   timings: Record<string, { count: number; median_s: number; min_s: number }>;
 }
-export interface TimingsEvent { record: number; regions: Record<string, RegionTimings> }
+export interface TimingsEvent {
+  record: number; regions: Record<string, RegionTimings>;
+  /** per collective, its exchanges timed so far (absent from kernels older than communication timings) */
+  communication?: Communication;
+}
 export interface CompareStep { index: number; spec: string; ms: number; shared: boolean }
 export interface Comparison {
   a: number; b: number; program_diff: string; symbols: [number, number]; regions: [number, number];

@@ -362,6 +362,81 @@ after:  ${b}`)
 `
   };
 
+  // src/communication.ts
+  var COMM_COLOR = "#f4a3c0";
+  function communicationRows(c) {
+    return Object.entries(c ?? {}).map(([collective, t]) => ({
+      collective,
+      count: t.count,
+      median_ms: t.median_s * 1e3,
+      min_ms: t.min_s * 1e3,
+      total_ms: t.total_s * 1e3,
+      blocked_median_ms: t.blocked_median_s * 1e3,
+      blocked_total_ms: t.blocked_total_s * 1e3
+    })).sort((a, b) => b.total_ms - a.total_ms || a.collective.localeCompare(b.collective));
+  }
+  function perCall(regions, c) {
+    const rows = communicationRows(c);
+    if (!rows.length) return null;
+    let calls = 0, compute = 0, timed = false;
+    for (const r of Object.values(regions)) {
+      const ts = Object.values(r.timings);
+      if (!ts.length) continue;
+      timed = true;
+      calls = Math.max(calls, ts.reduce((n, t) => n + t.count, 0));
+      const running = r.timings[r.version] ?? ts[ts.length - 1];
+      compute += running.median_s * 1e3;
+    }
+    const over = timed && calls > 0 ? calls : 1;
+    const sum = (f) => rows.reduce((n, r) => n + f(r), 0) / over;
+    return {
+      calls: timed ? calls : null,
+      compute_ms: timed ? compute : null,
+      in_flight_ms: sum((r) => r.total_ms),
+      blocked_ms: sum((r) => r.blocked_total_ms),
+      exchanges: sum((r) => r.count)
+    };
+  }
+  var f3 = (v) => v.toFixed(3);
+  function bar(frac, color, label, cls) {
+    return h(
+      "div",
+      { class: `tl-comm-bar ${cls}`, style: "position:relative;height:16px;margin:2px 0;border-radius:2px;overflow:hidden;background:var(--jp-layout-color2,#f0f0f3)" },
+      h("span", { class: "tl-comm-fill", style: `position:absolute;left:0;top:0;bottom:0;width:${Math.max(0.5, Math.min(100, frac * 100)).toFixed(1)}%;background:${color}` }),
+      h("span", { class: "tl-comm-label", style: "position:relative;padding-left:4px;font-size:11px;line-height:16px;white-space:nowrap" }, label)
+    );
+  }
+  function communicationView(regions, c) {
+    const b = perCall(regions, c);
+    if (!b) return null;
+    const box = h("div", { class: "tl-communication" });
+    const per = b.calls !== null ? `per call (${b.calls} calls)` : "in all (no region timed: totals)";
+    box.append(h("div", { class: "tl-muted" }, `compute and communication ${per}: the swatch is the graph's communication colour`));
+    const max = Math.max(1e-9, b.compute_ms ?? 0, b.in_flight_ms);
+    if (b.compute_ms !== null) box.append(bar(b.compute_ms / max, "var(--jp-brand-color2, #90caf9)", `compute (regions): ${f3(b.compute_ms)} ms`, "tl-comm-compute"));
+    box.append(bar(b.in_flight_ms / max, COMM_COLOR, `communication: ${f3(b.in_flight_ms)} ms in flight, ${f3(b.blocked_ms)} ms blocked`, "tl-comm-total"));
+    const table = h("table", { class: "tl-comm-times", style: "border-collapse:collapse;font-size:12px" }, h("thead", {}, h(
+      "tr",
+      {},
+      ...["collective", "exchanges", "median ms", "min ms", "blocked median ms"].map((t, i) => h("th", { class: i ? "tl-num" : "" }, t))
+    )));
+    const body = h("tbody");
+    for (const r of communicationRows(c)) {
+      body.append(h(
+        "tr",
+        { "data-collective": r.collective },
+        h("td", {}, h("span", { class: "tl-swatch", style: `display:inline-block;width:10px;height:10px;margin-right:4px;background:${COMM_COLOR}` }), r.collective),
+        h("td", { class: "tl-num" }, String(r.count)),
+        h("td", { class: "tl-num" }, f3(r.median_ms)),
+        h("td", { class: "tl-num" }, f3(r.min_ms)),
+        h("td", { class: "tl-num" }, f3(r.blocked_median_ms))
+      ));
+    }
+    table.append(body);
+    box.append(table, h("div", { class: "tl-muted" }, "in flight: from the collective's issue to its wait returning (computation overlaps it); blocked: the time the program stood in the wait"));
+    return box;
+  }
+
   // src/graph/groups.ts
   function scopeAt(scope, depth) {
     if (!scope) return null;
@@ -780,7 +855,6 @@ after:  ${b}`)
     regrouped: "#8250df",
     removed: "#cf222e"
   };
-  var COMM_COLOR = "#f4a3c0";
   var COLLAPSE_ABOVE = 300;
   var CULL_ABOVE = 500;
   var FAR = 0.45;
@@ -826,7 +900,7 @@ after:  ${b}`)
     const marks = changeMarks(changes);
     const trace = opts.trace ?? "";
     const traces = opts.traces ?? (trace ? { [trace]: g } : {});
-    const bar = h("div", { class: "tl-bar tl-graph-bar" });
+    const bar2 = h("div", { class: "tl-bar tl-graph-bar" });
     const bySel = h(
       "select",
       { class: "tl-group-by", title: "what the outlined groups are" },
@@ -847,7 +921,7 @@ after:  ${b}`)
     const zoomOut = h("button", { class: "tl-zoom-out", type: "button", title: "zoom out" }, "−");
     const zoomIn = h("button", { class: "tl-zoom-in", type: "button", title: "zoom in" }, "+");
     const fitBtn = h("button", { class: "tl-fit", type: "button", title: "show the whole graph" }, "fit");
-    bar.append(bySel, depthSel, collapseBtn, expandBtn, search, prevBtn, nextBtn, found, zoomOut, zoomIn, fitBtn);
+    bar2.append(bySel, depthSel, collapseBtn, expandBtn, search, prevBtn, nextBtn, found, zoomOut, zoomIn, fitBtn);
     const legend = h("div", { class: "tl-graph-legend" });
     for (const ex of executorsIn(g)) legend.append(h(
       "span",
@@ -881,7 +955,7 @@ after:  ${b}`)
     port.append(svg, mini);
     const details = h("div", { class: "tl-graph-details" }, h("div", { class: "tl-muted" }, "Click a node for its details."));
     main.append(port, details);
-    wrap.append(bar, legend, main);
+    wrap.append(bar2, legend, main);
     let lay = null;
     let shown = g;
     let view = { x: 0, y: 0, k: 1 };
@@ -1403,6 +1477,11 @@ after:  ${b}`)
       kernels: {
         description: "the latest kernel-level profile of one call (thunderlab.profile), by fusion region ('(outside regions)' for the calls between them); null or absent when never profiled",
         oneOf: [{ type: "null" }, { type: "object", additionalProperties: { type: "array", items: { $ref: "#/$defs/kernel" } } }]
+      },
+      communication: {
+        description: "per collective (all_reduce, all_gather, reduce_scatter, broadcast), its exchanges as timed with timing=True: from issue to its wait returning (in flight), and blocked in the wait; empty or absent when none were timed",
+        type: "object",
+        additionalProperties: { $ref: "#/$defs/exchange" }
       }
     },
     $defs: {
@@ -1587,6 +1666,18 @@ after:  ${b}`)
           count: { type: "integer", minimum: 0 },
           self_cpu_us: { type: "number", minimum: 0, description: "CPU microseconds in the kernel itself, summed over its calls" },
           device_us: { type: "number", minimum: 0, description: "device (GPU) microseconds, summed; 0 on CPU" }
+        }
+      },
+      exchange: {
+        type: "object",
+        required: ["count", "median_s", "min_s", "total_s", "blocked_median_s", "blocked_total_s"],
+        properties: {
+          count: { type: "integer", minimum: 1 },
+          median_s: { type: "number", minimum: 0 },
+          min_s: { type: "number", minimum: 0 },
+          total_s: { type: "number", minimum: 0 },
+          blocked_median_s: { type: "number", minimum: 0 },
+          blocked_total_s: { type: "number", minimum: 0 }
         }
       },
       region: {
@@ -1970,6 +2061,8 @@ after:  ${b}`)
     if (here === 0 || !regions.length) {
       const fuse = p.steps.find((s) => /^fuse\b/.test(s.spec));
       box.append(h("div", { class: "tl-muted" }, regions.length && fuse ? `no fusion region at this step: regions run from step ${fuse.index} (${fuse.spec}) on` : "(no fusion regions)"));
+      const comm2 = communicationView(p.regions, p.communication);
+      if (comm2) box.append(comm2);
       if (p.kernels) box.append(kernelsView(p.kernels));
       return box;
     }
@@ -1996,6 +2089,8 @@ after:  ${b}`)
     }
     table.append(tb);
     box.append(h("div", { class: "tl-muted" }, timed ? "per fusion region (● the version running now)" : "regions not timed: compile with thunderlab.jit(..., timing=True) to time each region"), table);
+    const comm = communicationView(p.regions, p.communication);
+    if (comm) box.append(comm);
     box.append(p.kernels ? kernelsView(p.kernels) : h("div", { class: "tl-muted tl-kernels-none" }, "per-kernel times: not profiled yet (thunderlab.profile(f, *args), or the sidebar's Profile one call)"));
     return box;
   }
@@ -2008,7 +2103,7 @@ after:  ${b}`)
     const box = h("div", { class: "tl-program-view" });
     const byLine = /* @__PURE__ */ new Map();
     for (const c of t.calls ?? []) if (c.line) byLine.set(c.line, c);
-    const bar = h("div", { class: "tl-source-bar tl-muted" }, t.calls ? "click a call to see where it came from" : "");
+    const bar2 = h("div", { class: "tl-source-bar tl-muted" }, t.calls ? "click a call to see where it came from" : "");
     const pre = h("pre", { class: "tl-program" });
     const lines = t.program.replace(/\n$/, "").split("\n");
     const draw = (from, to) => {
@@ -2029,13 +2124,13 @@ after:  ${b}`)
       pre.querySelector(".tl-line-selected")?.classList.remove("tl-line-selected");
       const c = id ? (t.calls ?? []).find((x) => x.id === id) : void 0;
       if (!c) {
-        bar.replaceChildren(t.calls ? "click a call to see where it came from" : "");
+        bar2.replaceChildren(t.calls ? "click a call to see where it came from" : "");
         return;
       }
       const el = pre.querySelector(`[data-id="${c.id}"]`);
       el?.classList.add("tl-line-selected");
       const s = c.source;
-      bar.replaceChildren(
+      bar2.replaceChildren(
         h("code", {}, c.op),
         c.executor ? ` [${c.executor}${c.region ? ` · ${c.region}` : ""}]` : "",
         s ? " ← " : " (no source line: made by a pass" + (c.origin ? `, ${c.origin}` : "") + ")"
@@ -2046,7 +2141,7 @@ after:  ${b}`)
           e.preventDefault();
           opts.openSource(s);
         });
-        bar.append(where, s.scope ? ` · ${s.scope}` : "", s.code ? h("div", {}, h("code", { class: "tl-source-code" }, s.code)) : "");
+        bar2.append(where, s.scope ? ` · ${s.scope}` : "", s.code ? h("div", {}, h("code", { class: "tl-source-code" }, s.code)) : "");
       }
     };
     pre.addEventListener("click", (e) => {
@@ -2065,7 +2160,7 @@ after:  ${b}`)
       });
       if (opts.selection.selected) show(opts.selection.selected);
     }
-    box.append(bar, pre);
+    box.append(bar2, pre);
     return box;
   }
   var KEYWORDS = /* @__PURE__ */ new Set(["def", "return", "import", "from", "as", "del", "None", "True", "False", "if", "else", "for", "in", "lambda", "not", "and", "or"]);
@@ -2321,14 +2416,14 @@ after:  ${b}`)
     );
   }
   function controls(p, cur, opts) {
-    const bar = h("div", { class: "tl-bar" });
+    const bar2 = h("div", { class: "tl-bar" });
     const prev = h("button", { class: "tl-prev", type: "button" }, "◀ Prev");
     const next = h("button", { class: "tl-next", type: "button" }, "Next ▶");
     prev.disabled = cur <= 0;
     next.disabled = cur >= p.steps.length - 1;
     prev.addEventListener("click", () => opts.onSelect?.(cur - 1));
     next.addEventListener("click", () => opts.onSelect?.(cur + 1));
-    bar.append(prev, next, h("span", { class: "tl-muted" }, `step ${cur} / ${p.steps.length - 1}`));
+    bar2.append(prev, next, h("span", { class: "tl-muted" }, `step ${cur} / ${p.steps.length - 1}`));
     if (opts.onRunTo) {
       const sel = h("select", { class: "tl-runto" }, h("option", { value: "" }, "run to…"));
       const names = [...new Set(pipelinePasses(p.pipeline).filter(Boolean))];
@@ -2336,7 +2431,7 @@ after:  ${b}`)
       sel.addEventListener("change", () => {
         if (sel.value) opts.onRunTo(sel.value);
       });
-      bar.append(sel);
+      bar2.append(sel);
     }
     if (opts.onRerun) {
       const input = h("input", { class: "tl-pipeline", type: "text", spellcheck: "false" });
@@ -2347,9 +2442,9 @@ after:  ${b}`)
       input.addEventListener("keydown", (e) => {
         if (e.key === "Enter") go();
       });
-      bar.append(input, btn);
+      bar2.append(input, btn);
     }
-    return bar;
+    return bar2;
   }
   function stepTable(p, cur, opts) {
     const body = h("tbody");
@@ -2379,13 +2474,13 @@ after:  ${b}`)
     ));
   }
   function tabs(labels, active, onPick) {
-    const bar = h("div", { class: "tl-tabs" });
+    const bar2 = h("div", { class: "tl-tabs" });
     for (const l of labels) {
       const b = h("button", { type: "button", class: l === active ? "tl-active" : "", "data-tab": l }, l);
       b.addEventListener("click", () => onPick(l));
-      bar.append(b);
+      bar2.append(b);
     }
-    return bar;
+    return bar2;
   }
   var viewState = /* @__PURE__ */ new WeakMap();
   function stepDetail(root, p, st) {

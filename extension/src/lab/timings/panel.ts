@@ -4,6 +4,7 @@
 import { PanelWithToolbar } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
 import { callDiffView } from "../../calldiff";
+import { communicationView } from "../../communication";
 import { h } from "../../dom";
 import { hasDevice, kernelRows, kernelTable, OUTSIDE, us } from "../../kernels";
 import type { Comparison } from "../protocol";
@@ -122,6 +123,9 @@ class TimingsBody extends Widget {
         parts.push(bars(rows) as unknown as HTMLElement);
       }
     }
+    // the collectives beside the regions: communication against compute, in the graph's communication colour
+    const comm = ev ? communicationView(ev.regions, ev.communication) : null;
+    if (comm) parts.push(h("h4", {}, "Communication"), comm);
     parts.push(this._compare());
     this.node.replaceChildren(...parts);
   }
