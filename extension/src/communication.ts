@@ -72,7 +72,7 @@ export function communicationView(regions: Record<string, Pick<Region, "version"
   const body = h("tbody");
   for (const r of communicationRows(c)) {
     body.append(h("tr", { "data-collective": r.collective },
-      h("td", {}, h("span", { class: "tl-swatch", style: `display:inline-block;width:10px;height:10px;margin-right:4px;background:${COMM_COLOR}` }), r.collective),
+      h("td", { style: "white-space:nowrap" }, h("span", { class: "tl-swatch", style: `display:inline-block;width:10px;height:10px;margin-right:4px;background:${COMM_COLOR}` }), r.collective),
       h("td", { class: "tl-num" }, String(r.count)), h("td", { class: "tl-num" }, f3(r.median_ms)),
       h("td", { class: "tl-num" }, f3(r.min_ms)), h("td", { class: "tl-num" }, f3(r.blocked_median_ms))));
   }

@@ -425,7 +425,7 @@ after:  ${b}`)
       body.append(h(
         "tr",
         { "data-collective": r.collective },
-        h("td", {}, h("span", { class: "tl-swatch", style: `display:inline-block;width:10px;height:10px;margin-right:4px;background:${COMM_COLOR}` }), r.collective),
+        h("td", { style: "white-space:nowrap" }, h("span", { class: "tl-swatch", style: `display:inline-block;width:10px;height:10px;margin-right:4px;background:${COMM_COLOR}` }), r.collective),
         h("td", { class: "tl-num" }, String(r.count)),
         h("td", { class: "tl-num" }, f3(r.median_ms)),
         h("td", { class: "tl-num" }, f3(r.min_ms)),
