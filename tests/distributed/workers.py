@@ -179,15 +179,19 @@ def failing_worker(rank: int, world: int, port: int, mode: str) -> None:
     dist.all_reduce(torch.ones(4))  # rank 1 never joins: gloo's timeout ends the wait
 
 
-def timed_worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    """thunderlab's ddp with ``timing=True`` for a few steps; the record's payload and its program's collectives."""
+def timed_worker(rank: int, world: int, port: int, out_dir: str, how: str = "ddp") -> None:
+    """thunderlab's ddp (or fsdp at level 3) with ``timing=True`` for a few steps; the record's payload and its
+    program's collectives."""
     import thunderlab.distributed
     from thunderlab.inspect.serialize import to_json, validate
 
     init(rank, world, port)
     try:
         model, batch, loss_of = make("mlp", rank)
-        tl = thunderlab.distributed.ddp(model, bucket_mb=0.0005, timing=True)  # small buckets: several all-reduces
+        if how == "ddp":  # small buckets: several all-reduces
+            tl = thunderlab.distributed.ddp(model, bucket_mb=0.0005, timing=True)
+        else:  # small buckets: several all-gathers and reduce-scatters
+            tl = thunderlab.distributed.fsdp(model, level=3, bucket_mb=0.002, timing=True)
         train(model, tl, [[batch()] for _ in range(STEPS)], loss_of, rank)
         rec = tl.record()
         payload = json.loads(to_json(rec))

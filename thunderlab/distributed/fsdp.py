@@ -27,6 +27,7 @@ from thunderlab.frontend.dynamo import Backend, BackendLink
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, PipelineError
 from thunderlab.passes.fsdp import LEVELS, shard_numel
 from thunderlab.runtime.compiled import CompiledGraph, Options, describe_input
+from thunderlab.runtime.session import refresh
 
 __all__ = ["FullyShardedDataParallel", "fsdp"]
 
@@ -148,7 +149,10 @@ class FullyShardedDataParallel:
 
     @property
     def records(self):
-        return sorted((r for g in self.backend.graphs for r in g.records), key=lambda r: r.created)
+        """The compile records of the model's graphs, oldest first, their regions' and collectives' timings now."""
+        records = sorted((r for g in self.backend.graphs for r in g.records), key=lambda r: r.created)
+        refresh(records)  # as thunderlab.records() hands records out: their snapshots up to date
+        return records
 
     def record(self):
         """The newest compile record of a graph that takes parameters (its ``fsdp`` and ``sink-waits`` steps show
