@@ -172,6 +172,7 @@ def test_timings_stream_while_the_program_runs(handler, monkeypatch):
     [rid] = _ids()
     first = _ask(handler, "timings.subscribe", record=rid)
     assert first["record"] == rid
+    assert first["communication"] == {}  # no collective in this program: none timed (ddp's are, see tests/distributed)
     for _ in range(3):
         jf(torch.randn(4))
     pushed = [m for m in handler.sent if m["type"] == "timings"]

@@ -16,7 +16,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 
-from .region import TIMING_LISTENERS
+from . import region
 
 KEEP = 10000  # exchanges kept per collective, as a region keeps its calls
 
@@ -53,7 +53,7 @@ class CommunicationTimer:
                 _, name, issued = entry
                 self.in_flight.setdefault(name, deque(maxlen=KEEP)).append(t1 - issued)
                 self.blocked.setdefault(name, deque(maxlen=KEEP)).append(t1 - t0)
-            TIMING_LISTENERS(self)
+            region.TIMING_LISTENERS(self)  # the sidebar streams timings from there, exchanges too
             return out
         return waited
 
