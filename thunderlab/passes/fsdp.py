@@ -80,6 +80,33 @@ def _packed(columns: list[TensorProxy]) -> TensorProxy:
     return ltorch.reshape(ltorch.cat(columns, 1) if len(columns) > 1 else columns[0], (-1,))
 
 
+def _regather_buckets(bw: Trace, buckets, regather: set[str], cap: float) -> list[list[TensorProxy]]:
+    """The parameters backward reads again (ZeRO-3), in buckets of its own: in the order backward first reads them,
+    a bucket holding only parameters whose last read is the same call, at most about ``cap`` bytes.
+
+    The unpacked parameters are views of their bucket's gathered tensor, which lives until the last of them is
+    read: forward's buckets would keep, say, an attention weight gathered from the layer norm recomputed at
+    backward's start to the attention's gradient at its end. Parameters that die together are freed together."""
+    params = {p.name: p for bucket in buckets for p in bucket if p.name in regather}
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for i, b in enumerate(bw.bound_symbols):
+        for x in b.inputs:
+            if x.name in params:
+                first.setdefault(x.name, i)
+                last[x.name] = i
+    order = sorted(params.values(), key=lambda p: first.get(p.name, len(bw.bound_symbols)))
+    out: list[list[TensorProxy]] = []
+    for p in order:
+        open_ = out[-1] if out else None
+        if (open_ and last.get(open_[0].name) == last.get(p.name) and sum(map(_nbytes, open_)) + _nbytes(p) <= cap
+                and (open_[0].dtype, open_[0].device) == (p.dtype, p.device)):
+            open_.append(p)
+        else:
+            out.append([p])
+    return out
+
+
 class _Gatherer:
     """Writes the calls that gather a bucket of shards into the parameters they are shards of, into ``trace``."""
 
@@ -218,14 +245,11 @@ class FSDP(Pass):
         flights: list[tuple[list[TensorProxy], TensorProxy]] = []  # (parameters, their gradients' shards)
         open_: list[tuple[TensorProxy, TensorProxy]] = []  # (gradient, its parameter), not yet sent
         seen: set[str] = set()
-        bucket_of = {p.name: k for k, bucket in enumerate(buckets) for p in bucket if p.name in regather}
-        use_order: list[int] = []
-        for b in bw.bound_symbols:
-            for x in b.inputs:
-                if x.name in bucket_of and bucket_of[x.name] not in use_order:
-                    use_order.append(bucket_of[x.name])
+        regathers = _regather_buckets(bw, buckets, regather, cap)
+        bucket_of = {p.name: k for k, bucket in enumerate(regathers) for p in bucket}
+        use_order = list(range(len(regathers)))
         after = dict(zip(use_order, use_order[1:]))
-        g = _Gatherer(new, buckets, shard_of, world)
+        g = _Gatherer(new, regathers, shard_of, world)
 
         def send():
             pairs = list(open_)
@@ -237,6 +261,8 @@ class FSDP(Pass):
         def ready(x: TensorProxy):
             if x.name in param_of and x.name not in seen:
                 seen.add(x.name)
+                if open_ and sum(_nbytes(q) for q, _ in open_) + _nbytes(x) > cap:
+                    send()  # a gradient that would overfill the bucket goes in the next: alone, it needs no copy
                 open_.append((x, param_of[x.name]))
                 if sum(_nbytes(q) for q, _ in open_) >= cap:
                     send()
@@ -249,7 +275,7 @@ class FSDP(Pass):
             for b in bw.bound_symbols:
                 for k in [bucket_of[x.name] for x in b.inputs if x.name in bucket_of]:
                     if k not in g.unpacked:
-                        g.unpack(k, wanted=regather)
+                        g.unpack(k)
                         if k in after:
                             g.issue(after[k])
                 new.bound_symbols.append(b)
