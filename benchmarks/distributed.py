@@ -22,6 +22,7 @@ Each process runs with one thread (2 processes on 2 cores).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import socket
@@ -140,7 +141,8 @@ class MemoryPeak:
     memory in the process's threads that it follows: thunderlab's calls, Inductor's buffers,
     FSDP2's and the collectives' buffers; their running sum, from the bytes ``held`` holds
     beforehand (parameters or shards, optimizer state), peaks at ``peak``. What gloo allocates
-    inside a collective is not a tensor and not counted.
+    inside a collective is not a tensor and not counted. Python's garbage is collected first, so that
+    no collection of what earlier steps and compiling left behind runs during the step measured.
     """
 
     def __init__(self, held):
@@ -148,6 +150,7 @@ class MemoryPeak:
         self.peak = self.held
 
     def __enter__(self):
+        gc.collect()
         self.prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
         self.prof.__enter__()
         return self
