@@ -22,6 +22,7 @@ Each process runs with one thread (2 processes on 2 cores).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import socket
@@ -140,7 +141,8 @@ class MemoryPeak:
     memory in the process's threads that it follows: thunderlab's calls, Inductor's buffers,
     FSDP2's and the collectives' buffers; their running sum, from the bytes ``held`` holds
     beforehand (parameters or shards, optimizer state), peaks at ``peak``. What gloo allocates
-    inside a collective is not a tensor and not counted.
+    inside a collective is not a tensor and not counted. Python's garbage is collected first, so that
+    no collection of what earlier steps and compiling left behind runs during the step measured.
     """
 
     def __init__(self, held):
@@ -148,6 +150,7 @@ class MemoryPeak:
         self.peak = self.held
 
     def __enter__(self):
+        gc.collect()
         self.prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True)
         self.prof.__enter__()
         return self
@@ -239,6 +242,21 @@ def fsdp_training(rank, world, port, out, rounds, memory_batch):
         with MemoryPeak(_state_tensors(m.parameters(), opts[name])) as mem:
             step(name, small)
         peaks[name] = mem.peak
+    # the least memory thunderlab's ZeRO-3 offers: no bucket gathered ahead (prefetch=0), so gathering is not overlapped
+    lean = thunderlab.distributed.fsdp(copy.deepcopy(base), level=3, bucket_mb=1, prefetch=0, tiered=False)
+    lean_opt = torch.optim.SGD(lean.parameters(), lr=1e-3, momentum=0.9)
+
+    def lean_step(batch):
+        lean(batch).pow(2).mean().backward()
+        lean_opt.step()
+        lean_opt.zero_grad(set_to_none=True)
+
+    for batch in (x, x, x, x, small):  # compiled for both shapes and run first, as the others were: the first
+        lean_step(batch)                # few steps after a compile leave more alive
+    dist.barrier()
+    with MemoryPeak(_state_tensors(lean.parameters(), lean_opt)) as mem:
+        lean_step(small)
+    peaks["thunderlab fsdp level 3 prefetch=0"] = mem.peak
     single(small).pow(2).mean().backward()
     single_opt.step()
     single_opt.zero_grad(set_to_none=True)

@@ -124,3 +124,50 @@ def test_sink_waits_keeps_the_program_and_only_moves_waits():
         for b in after:  # each wait still follows its collective and precedes every use of its result
             assert all(x.name in defined for x in b.inputs), b
             defined.update(o.name for o in b.outputs)
+
+
+@pytest.mark.parametrize("prefetch", [0, 1])
+def test_fsdp_prefetch_gathers_the_next_bucket_before_this_one_is_used_or_not(prefetch):
+    rec = _record(f"dce,cse,autodiff,remat,fsdp{{world=2,level=3,bucket_mb=0.0001,prefetch={prefetch}}},"
+                  f"claim{{executors=torch}},del")
+    assert rec.error is None, rec.error
+    steps = {s.spec.split("{")[0]: s for s in rec.steps}
+    assert steps["fsdp"].notes["prefetch"] == prefetch
+    names = _calls(steps["fsdp"].program.forward)
+    # buckets [fn_0 weight], [fn_0 bias, fn_2 weight], [fn_2 bias]: the first linear layer needs two; with prefetch,
+    # the third is asked for too before anything is computed, without, only once the first layer is done
+    first = next(i for i, n in enumerate(names) if n not in ("all_gather", "wait", "cat", "split", "reshape",
+                                                                "narrow"))
+    assert names[:first].count("all_gather") == 2 + prefetch, names
+    assert names.count("all_gather") == 3
+
+
+def test_fsdp_prefetch_is_refused_when_not_a_count():
+    import thunderlab
+    from thunderlab.passes import PipelineError
+
+    with pytest.raises(PipelineError, match=r"fsdp: prefetch must be a whole number .* got -1"):
+        thunderlab.jit(torch.nn.Linear(2, 2), pipeline="dce,autodiff,fsdp{world=2,prefetch=-1},del")
+
+
+def test_fsdp_large_gradient_is_reduce_scattered_alone_and_zero3_regathers_by_backward_use():
+    # Linear(8, 16) has a 512-byte weight and a 64-byte bias; with 0.0005 MiB (524 bytes) buckets the two would
+    # overfill one bucket, whichever gradient comes first: the weight's goes alone, with no cat to pack it
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 3))
+    rec = _record("dce,cse,autodiff,remat,fsdp{world=2,level=3,bucket_mb=0.0005},claim{executors=torch},del", model)
+    assert rec.error is None, rec.error
+    fsdp = next(s for s in rec.steps if s.spec.startswith("fsdp"))
+    scattered = [x["bytes"] for x in fsdp.notes["reduce_scatters"]]
+    assert 512 in scattered  # fn_0's weight gradient on its own
+    bw = fsdp.program.backward
+    producer = {o.name: b for b in bw.bound_symbols for o in b.outputs}
+    for b in bw.bound_symbols:
+        if b.sym.name == "reduce_scatter" and b.args[0].numel() * 4 == 512:
+            chain = producer[b.args[0].name]
+            while chain.sym.name == "reshape":
+                chain = producer.get(chain.args[0].name, chain)
+                if chain.sym.name != "reshape":
+                    break
+            assert chain.sym.name != "cat", "a gradient alone in its bucket is sent without a packing copy"
+    # backward gathers again only what it reads, never more than about a bucket at once
+    assert all(x["bytes"] <= 0.0005 * 2**20 + 512 for x in fsdp.notes["backward_all_gathers"])

@@ -92,8 +92,8 @@ class _ShardingBackend(Backend):
 class FullyShardedDataParallel:
     """A module trained fully sharded: call it like the module; ``parameters()`` are this process's shards."""
 
-    def __init__(self, module: torch.nn.Module, *, level: int = 3, bucket_mb: float = 25.0, broadcast_from: int = 0,
-                 pipeline: str = DEFAULT_PIPELINE, **options):
+    def __init__(self, module: torch.nn.Module, *, level: int = 3, bucket_mb: float = 25.0, prefetch: int = 1,
+                 broadcast_from: int = 0, pipeline: str = DEFAULT_PIPELINE, **options):
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
@@ -121,7 +121,11 @@ class FullyShardedDataParallel:
                 self._names.append((name, p, shard))
                 # the whole parameter keeps its shape, which TorchDynamo captures, but no memory
                 p.data.untyped_storage().resize_(0)
-        added = [f"fsdp{{level={level},bucket_mb={bucket_mb:g}}}", "sink-waits{in_flight=1}"]
+        if not isinstance(prefetch, int) or prefetch < 0:
+            raise ValueError(f"fsdp: prefetch={prefetch!r}: the number of buckets gathered ahead, 0 for none")
+        # as many collectives in flight as buckets gathered ahead: a wait is placed before one more is issued
+        added = [f"fsdp{{level={level},bucket_mb={bucket_mb:g},prefetch={prefetch}}}",
+                 f"sink-waits{{in_flight={max(1, prefetch)}}}"]
         self.options = Options(pipeline=with_passes(pipeline, added, "fsdp"), **options)
         self.backend = _ShardingBackend(self.options, type(module).__name__, shards)
         self._compiled = torch.compile(module, backend=BackendLink(self.backend))
@@ -165,14 +169,17 @@ class FullyShardedDataParallel:
         return (sharded or records)[-1]
 
 
-def fsdp(module: torch.nn.Module, *, level: int = 3, bucket_mb: float = 25.0, broadcast_from: int = 0,
-         pipeline: str = DEFAULT_PIPELINE, **options) -> FullyShardedDataParallel:
+def fsdp(module: torch.nn.Module, *, level: int = 3, bucket_mb: float = 25.0, prefetch: int = 1,
+         broadcast_from: int = 0, pipeline: str = DEFAULT_PIPELINE, **options) -> FullyShardedDataParallel:
     """``module`` trained fully sharded over torch.distributed's processes (ZeRO-2 or ZeRO-3, see ``level``).
 
     ``bucket_mb`` sizes the buckets of parameters all-gathered and of gradients reduce-scattered
-    together; ``broadcast_from`` is the process whose parameters and buffers every process starts
+    together; ``prefetch`` how many buckets are gathered ahead of the one in use (0: none, the least
+    memory: one bucket gathered at a time; 1: the next bucket's exchange overlaps this one's compute);
+    ``broadcast_from`` is the process whose parameters and buffers every process starts
     from; ``pipeline`` gets ``fsdp`` and ``sink-waits`` after ``autodiff`` and ``remat``; other
     options (``verify``, ``tiered``, ``timing``, ``keep_inputs``) are ``thunderlab.jit``'s.
     """
-    return FullyShardedDataParallel(module, level=level, bucket_mb=bucket_mb, broadcast_from=broadcast_from,
+    return FullyShardedDataParallel(module, level=level, bucket_mb=bucket_mb, prefetch=prefetch,
+                                    broadcast_from=broadcast_from,
                                     pipeline=pipeline, **options)

@@ -80,6 +80,33 @@ def _packed(columns: list[TensorProxy]) -> TensorProxy:
     return ltorch.reshape(ltorch.cat(columns, 1) if len(columns) > 1 else columns[0], (-1,))
 
 
+def _regather_buckets(bw: Trace, buckets, regather: set[str], cap: float) -> list[list[TensorProxy]]:
+    """The parameters backward reads again (ZeRO-3), in buckets of its own: in the order backward first reads them,
+    a bucket holding only parameters whose last read is the same call, at most about ``cap`` bytes.
+
+    The unpacked parameters are views of their bucket's gathered tensor, which lives until the last of them is
+    read: forward's buckets would keep, say, an attention weight gathered from the layer norm recomputed at
+    backward's start to the attention's gradient at its end. Parameters that die together are freed together."""
+    params = {p.name: p for bucket in buckets for p in bucket if p.name in regather}
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for i, b in enumerate(bw.bound_symbols):
+        for x in b.inputs:
+            if x.name in params:
+                first.setdefault(x.name, i)
+                last[x.name] = i
+    order = sorted(params.values(), key=lambda p: first.get(p.name, len(bw.bound_symbols)))
+    out: list[list[TensorProxy]] = []
+    for p in order:
+        open_ = out[-1] if out else None
+        if (open_ and last.get(open_[0].name) == last.get(p.name) and sum(map(_nbytes, open_)) + _nbytes(p) <= cap
+                and (open_[0].dtype, open_[0].device) == (p.dtype, p.device)):
+            open_.append(p)
+        else:
+            out.append([p])
+    return out
+
+
 class _Gatherer:
     """Writes the calls that gather a bucket of shards into the parameters they are shards of, into ``trace``."""
 
@@ -131,13 +158,18 @@ class FSDP(Pass):
     Each parameter input becomes this process's shard of it (flattened, padded to a multiple of
     the number of processes, 1/world of it); the program takes shards, and the caller
     (``thunderlab.distributed.fsdp``) passes them. The forward all-gathers the shards in
-    buckets of about ``bucket_mb`` megabytes, in the order the forward first uses them, each bucket
-    started while the one before is in use. Backward reduce-scatters each bucket of gradients as
-    soon as its last gradient exists and divides the result by the number of processes, so each
-    process gets the averaged gradient of its own shards. ``level=2`` keeps the gathered parameters from
-    forward to backward (ZeRO-2, FSDP2's ``reshard_after_forward=False``); ``level=3`` frees
-    each after its last use in forward and all-gathers it again in backward (ZeRO-3). Waits are
-    placed right after their collective; ``sink-waits`` moves them to where the values are used.
+    buckets of about ``bucket_mb`` megabytes, in the order the forward first uses them, the next
+    ``prefetch`` buckets started while one is in use (0: each gathered where it is first used, so
+    only one bucket is ever gathered at once, at the price of waiting for it). Backward
+    reduce-scatters each bucket of gradients as soon as its last gradient exists and divides the
+    result by the number of processes, so each process gets the averaged gradient of its own
+    shards; a gradient that would overfill its bucket starts the next one, so a large gradient is
+    reduce-scattered alone, with no copy to pack it. ``level=2`` keeps the gathered parameters
+    from forward to backward (ZeRO-2, FSDP2's ``reshard_after_forward=False``); ``level=3`` frees
+    each after its last use in forward and all-gathers it again in backward (ZeRO-3), in buckets
+    of the parameters that backward reads last in the same call, so each is freed as early as it
+    can be. Waits are placed right after their collective; ``sink-waits`` moves them to where the
+    values are used.
     """
 
     name = "fsdp"
@@ -145,6 +177,7 @@ class FSDP(Pass):
     changes_inputs = True  # the program takes shards
     level: int = 3
     bucket_mb: float = 25.0
+    prefetch: int = 1  # buckets gathered ahead of the one in use (0: each gathered where it is first used)
     world: int = 0  # the number of processes; 0: torch.distributed's, when the pass runs
 
     def __post_init__(self):  # checked when the pipeline is parsed, not when it first runs
@@ -153,6 +186,9 @@ class FSDP(Pass):
                                 f"too), got {self.level!r}")
         if self.bucket_mb <= 0:
             raise PipelineError(f"fsdp: bucket_mb must be positive, got {self.bucket_mb}")
+        if not isinstance(self.prefetch, int) or self.prefetch < 0:
+            raise PipelineError(f"fsdp: prefetch must be a whole number of buckets gathered ahead (0: none), got "
+                                f"{self.prefetch!r}")
 
     def __call__(self, program: Program) -> Program:
         fw, bw = program.forward, program.backward
@@ -174,7 +210,7 @@ class FSDP(Pass):
                 first_use.setdefault(x.name, i)
         order = sorted(params, key=lambda p: first_use.get(p.name, len(fw.bound_symbols)))
         buckets = _buckets(order, self.bucket_mb * 2**20)
-        new_fw = self._forward(fw, buckets, shard_of, world)
+        new_fw = self._forward(fw, buckets, shard_of, world, self.prefetch)
         if bw is None:
             return Program({**program.traces, "forward": new_fw}, program.training)
         out, saved = new_fw.output
@@ -191,18 +227,20 @@ class FSDP(Pass):
         return Program({**program.traces, "forward": new_fw, "backward": new_bw}, training)
 
     @staticmethod
-    def _forward(fw: Trace, buckets, shard_of, world: int) -> Trace:
+    def _forward(fw: Trace, buckets, shard_of, world: int, prefetch: int) -> Trace:
         """The forward taking shards: each bucket gathered (the next one started) before its first use."""
         bucket_of = {p.name: k for k, bucket in enumerate(buckets) for p in bucket}
         new = fw.derive(bound_symbols=[], inputs=[shard_of.get(p.name, p) if isinstance(p, TensorProxy) else p
                                                   for p in fw.inputs])
         g = _Gatherer(new, buckets, shard_of, world)
         with new.active():
-            g.issue(0)
+            if prefetch:
+                g.issue(0)
             for b in fw.bound_symbols:
                 for k in sorted({bucket_of[x.name] for x in b.inputs if x.name in bucket_of}):
                     g.unpack(k)
-                    g.issue(k + 1)  # prefetch: the next bucket's exchange runs while this one is used
+                    for ahead in range(k + 1, k + 1 + prefetch):  # their exchanges run while this one is used
+                        g.issue(ahead)
                 new.bound_symbols.append(b)
             for k in sorted({bucket_of[x.name] for x in new.output_proxies() if x.name in bucket_of}):
                 g.unpack(k)  # a parameter returned (or saved for backward) without being used
@@ -218,14 +256,11 @@ class FSDP(Pass):
         flights: list[tuple[list[TensorProxy], TensorProxy]] = []  # (parameters, their gradients' shards)
         open_: list[tuple[TensorProxy, TensorProxy]] = []  # (gradient, its parameter), not yet sent
         seen: set[str] = set()
-        bucket_of = {p.name: k for k, bucket in enumerate(buckets) for p in bucket if p.name in regather}
-        use_order: list[int] = []
-        for b in bw.bound_symbols:
-            for x in b.inputs:
-                if x.name in bucket_of and bucket_of[x.name] not in use_order:
-                    use_order.append(bucket_of[x.name])
-        after = dict(zip(use_order, use_order[1:]))
-        g = _Gatherer(new, buckets, shard_of, world)
+        regathers = _regather_buckets(bw, buckets, regather, cap)
+        bucket_of = {p.name: k for k, bucket in enumerate(regathers) for p in bucket}
+        use_order = list(range(len(regathers)))
+        after = {k: use_order[k + 1:k + 1 + self.prefetch] for k in use_order}
+        g = _Gatherer(new, regathers, shard_of, world)
 
         def send():
             pairs = list(open_)
@@ -237,6 +272,8 @@ class FSDP(Pass):
         def ready(x: TensorProxy):
             if x.name in param_of and x.name not in seen:
                 seen.add(x.name)
+                if open_ and sum(_nbytes(q) for q, _ in open_) + _nbytes(x) > cap:
+                    send()  # a gradient that would overfill the bucket goes in the next: alone, it needs no copy
                 open_.append((x, param_of[x.name]))
                 if sum(_nbytes(q) for q, _ in open_) >= cap:
                     send()
@@ -244,14 +281,14 @@ class FSDP(Pass):
         with new.active():
             for x in bw.tensor_inputs():
                 ready(x)
-            if use_order:
+            if use_order and self.prefetch:
                 g.issue(use_order[0])
             for b in bw.bound_symbols:
                 for k in [bucket_of[x.name] for x in b.inputs if x.name in bucket_of]:
                     if k not in g.unpacked:
-                        g.unpack(k, wanted=regather)
-                        if k in after:
-                            g.issue(after[k])
+                        g.unpack(k)
+                        for ahead in after[k]:
+                            g.issue(ahead)
                 new.bound_symbols.append(b)
                 for o in b.outputs:
                     ready(o)
@@ -293,7 +330,7 @@ class FSDP(Pass):
                    + f", {len(scatters)} reduce-scattered; each process keeps {_size(shard_bytes)} of "
                    f"{_size(param_bytes)} of parameters (ZeRO-{self.level}, {world} processes)")
         return Notes(summary, {
-            "level": self.level, "world": world, "bucket_mb": self.bucket_mb,
+            "level": self.level, "world": world, "bucket_mb": self.bucket_mb, "prefetch": self.prefetch,
             "forward_all_gathers": gathers, "backward_all_gathers": regathers, "reduce_scatters": scatters,
             "parameter_bytes": param_bytes, "shard_bytes": shard_bytes, "padded": padded,
             # the most gathered parameter bytes alive at once: a bucket in use and the next one in flight
