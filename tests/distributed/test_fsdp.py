@@ -13,7 +13,7 @@ import torch
 
 from .test_ddp import WORLD, _run
 
-CASES = ["mlp7:fsdp2", "mlp7:fsdp3small", "nanogpt0:fsdp2small", "nanogpt0:fsdp3small", "gpt2:fsdp3"]
+CASES = ["mlp7:fsdp2", "mlp7:fsdp3small", "nanogpt0:fsdp2small", "nanogpt0:fsdp3small", "gpt2:fsdp2", "gpt2:fsdp3"]
 
 
 def test_fsdp_trains_like_one_process_on_the_joined_batch(tmp_path):
