@@ -24,7 +24,6 @@ class RunOptions:
     eager_regions: bool = False  # regions run their members one by one with torch: nothing is compiled
 
 
-
 class Executor:
     """Claims symbols and supplies the functions that run them.
 

@@ -15,6 +15,7 @@ from thunderlab.core.listeners import Listeners
 from thunderlab.core.program import Program
 from thunderlab.executors import inductor
 from thunderlab.executors.base import RunOptions, bind
+from thunderlab.executors.communication import CommunicationTimer
 from thunderlab.executors.region import PENDING, PROFILING, start_pending
 from thunderlab.inspect.record import CompileRecord, Step
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, run_pipeline
@@ -280,6 +281,8 @@ def _program_callable(session: Session, captured: Program, final: Program, *, ti
     run_options = RunOptions(tiered=tiered, timing=timing,
                              grad_enabled=torch.is_grad_enabled() and "backward" not in final.traces)
     off = tuple(device for device, _ in boundary.autocast)  # called under torch.autocast: its casts are in the program
+    if timing:
+        session.communication = CommunicationTimer()
     if "backward" in final.traces:
         fn = training_callable(final, regions=session.regions, options=run_options, autocast_off=off,
                                recorded_writes=boundary.recorded_writes, communication=session.communication)

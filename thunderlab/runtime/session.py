@@ -65,8 +65,9 @@ class Session:
         self.eager = eager  # the captured graph run by PyTorch itself: the reference of bisection and re-runs
         self.reference: Any = reference  # eager's outputs on the inputs, when the function verifies
         self.regions: dict = {}  # name -> the runner of each fusion region (filled when the program is bound)
-        # times the program's collectives when compiled with timing on (communication, beside the regions' compute)
-        self.communication = CommunicationTimer()
+        # times the program's collectives when compiled with timing on (communication, beside the regions' compute);
+        # None otherwise: most sessions never time, and one lives as long as each compiled function
+        self.communication: CommunicationTimer | None = None
         self.runner = None  # the compiled program (all inputs, lifted ones included); None until bound
         self._record = weakref.ref(record)  # to write region snapshots into; never keeps the record alive
 
@@ -106,7 +107,7 @@ class Session:
         record = self._record()
         if record is not None and self.regions:
             record.regions = self.snapshot()
-        if record is not None and self.communication.in_flight:
+        if record is not None and self.communication is not None and self.communication.in_flight:
             record.communication = self.communication.stats()
 
     def release(self) -> None:
