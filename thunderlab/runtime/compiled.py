@@ -95,6 +95,7 @@ class Options:
     pipeline: str = DEFAULT_PIPELINE
     verify: bool = False  # numerics after every pass on the captured inputs (runs the program per step)
     tiered: bool = True  # fused regions start on torch and switch when their kernel is compiled
+    race: bool = True  # then time each version (torch, each fusion executor's kernel) and keep the fastest
     timing: bool = False  # time every region on every call
     keep_inputs: bool = False  # records hold the compiled-for inputs strongly (default: weakly, unless verify)
 
@@ -250,7 +251,8 @@ class CompiledGraph:
         if error:
             record.error = error
             raise CompileError(error, record)
-        fn = _program_callable(session, program, final, tiered=self.options.tiered, timing=self.options.timing)
+        fn = _program_callable(session, program, final, tiered=self.options.tiered, timing=self.options.timing,
+                               race=self.options.race)
         session.runner = _marked(fn, record.uid)
         session.refresh()
         _drop_caches(record)
@@ -274,11 +276,12 @@ def _drop_caches(record: CompileRecord) -> None:
                     b.drop_caches()
 
 
-def _program_callable(session: Session, captured: Program, final: Program, *, tiered: bool, timing: bool):
+def _program_callable(session: Session, captured: Program, final: Program, *, tiered: bool, timing: bool,
+                      race: bool = True):
     """The function running ``final`` (all inputs, lifted ones included); its regions' runners land in the session."""
     boundary = captured.boundary  # the frontend's word on writes and aliases, whatever the passes did
     # with a backward trace, regions run inside an autograd.Function, where no op records a graph
-    run_options = RunOptions(tiered=tiered, timing=timing,
+    run_options = RunOptions(tiered=tiered, timing=timing, race=race,
                              grad_enabled=torch.is_grad_enabled() and "backward" not in final.traces)
     off = tuple(device for device, _ in boundary.autocast)  # called under torch.autocast: its casts are in the program
     if timing:
