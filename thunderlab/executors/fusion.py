@@ -114,17 +114,18 @@ class FusionExecutor(Executor):
             return build, build_in_background
 
         build, build_in_background = builders(self)
-        rivals = tuple((ex.name, *builders(ex)) for ex in self.rivals(bsym)) if options.race else ()
+        rivals = tuple((ex.name, *builders(ex)) for ex in self.rivals(bsym, options.racers)) if options.race else ()
         return RegionRunner(bsym.sym.name, self.name, eager, build, tiered=options.tiered,
                             timing=options.timing, device=device,
                             compile_in_background=build_in_background,
                             rivals=rivals, race=options.race, race_off=unraceable(bsym))
 
-    def rivals(self, bsym: BoundSymbol) -> list[FusionExecutor]:
-        """The other fusion executors that can run here and would take every member of the region ``bsym``: they
-        race this executor's kernel (Inductor and nvFuser on a GPU; on CPU only Inductor exists)."""
+    def rivals(self, bsym: BoundSymbol, racers: tuple[str, ...]) -> list[FusionExecutor]:
+        """Of the executors named in ``racers``, the other fusion executors that can run here and take every member
+        of the region ``bsym``: their kernels race this executor's (nvFuser and Inductor on a GPU; on CPU only
+        Inductor exists, so its kernel races torch alone)."""
         out = []
-        for ex in EXECUTORS.values():
+        for ex in (EXECUTORS[n] for n in racers if n in EXECUTORS):
             if (isinstance(ex, FusionExecutor) and ex is not self and ex.available()[0]
                     and all(ex.can_execute(b)[0] for b in bsym.subsymbols)):
                 out.append(ex)

@@ -124,7 +124,7 @@ class RegionRunner:
     the owner's kernel once compiled (no race); ``race_off`` says why a region is not raced whatever
     ``race`` says (for example a member with an effect). ``history`` records which version ran and when it
     switched; with ``timing`` on, every call is timed (CUDA events on a GPU, a perf_counter on CPU).
-    ``clock`` times the race's calls on CPU (tests give their own).
+    ``clock`` times the race's calls on CPU; ``versions`` maps each version to what it runs.
     """
 
     def __init__(self, name: str, executor: str, eager: Callable,
@@ -153,8 +153,9 @@ class RegionRunner:
         self._rivals = tuple(rivals) if race else ()
         self._race_wanted = race
         self._race_off = race_off
-        self._clock = clock
-        self._versions: dict[str, Callable] = {"torch": eager}  # what each version runs, once compiled
+        self.clock = clock  # times the race's calls on CPU
+        # what each version runs: torch from the start, each kernel once compiled; after the race, torch and the winner
+        self.versions: dict[str, Callable] = {"torch": eager}
         self.race: Race | None = None  # set once every kernel is compiled (when raced), kept when done
         self._racing = False  # read on every call: true while the race takes the calls
         self._pending_events: list = []  # a CUDA race call's (version, start, end) events, until they complete
@@ -203,7 +204,7 @@ class RegionRunner:
                     self.compiled_in = getattr(fn, "compiled_in", "this process")
                     self.compiled_here_because = getattr(fn, "compiled_here_because", None)
                     if self._compile is not None:  # released while compiling: the kernel is not kept
-                        self._versions[self.executor] = fn
+                        self.versions[self.executor] = fn
                     self.fn, self.version = (fn if self._compile is not None else None), self.executor
                     self.history.append((time.time(), self.executor))
                     # the rivals compile after the owner's kernel runs: a region is fused as soon as one kernel is
@@ -215,13 +216,13 @@ class RegionRunner:
                         except Exception as e:
                             left_out[name] = f"compile failed: {type(e).__name__}: {e}"
                         else:
-                            self._versions[name], self.sources[name] = rfn, rsource
+                            self.versions[name], self.sources[name] = rfn, rsource
         finally:
             self.compile_seconds = time.perf_counter() - t0
             args = None  # noqa: F841  (the inputs are let go before anyone waiting is told the build is done)
-            if self._race_wanted and self._race_off is None and len(self._versions) > 1 and self._compile is not None:
+            if self._race_wanted and self._race_off is None and len(self.versions) > 1 and self._compile is not None:
                 # turns: the owner's kernel, torch, then the rivals' kernels (a tie goes to the earlier)
-                kernels = [v for v in self._versions if v != "torch"]
+                kernels = [v for v in self.versions if v != "torch"]
                 self.race = Race(kernels[:1] + ["torch"] + kernels[1:], RACE_CALLS, left_out)
                 self._racing = True
             self.ready.set()
@@ -252,7 +253,7 @@ class RegionRunner:
         """Let go of the kernel, its compiler and any inputs kept for compiling it (no program runs this region
         any more); what ran, when and how fast stays for ``summary``."""
         self._compile = self._compile_in_background = self.fn = self._pending = None
-        self._versions, self._rivals, self._racing = {}, (), False
+        self.versions, self._rivals, self._racing = {}, (), False
         if self._box is not None:
             self._box.clear()  # a compile still queued drops the inputs it was handed
         self._started = True  # no compile starts from now on
@@ -292,7 +293,7 @@ class RegionRunner:
         """One call of the race: the version whose turn it is runs, timed without waiting for the device."""
         race = self.race
         version, counts = race.next()
-        fn = self._versions.get(version)
+        fn = self.versions.get(version)
         if fn is None:  # released meanwhile
             return self._run(args)
         with (torch.profiler.record_function(f"thunderlab::{self.name}") if PROFILING.is_set()
@@ -307,9 +308,9 @@ class RegionRunner:
                 if counts:
                     self._pending_events.append((version, start, end))
             else:
-                t0 = self._clock()
+                t0 = self.clock()
                 out = fn(*args)
-                seconds = self._clock() - t0
+                seconds = self.clock() - t0
                 if counts:
                     race.add(version, seconds)
         if not self._cuda and self.timing:
@@ -335,12 +336,12 @@ class RegionRunner:
     def _finish_race(self) -> None:
         winner = self.race.decide()
         self._racing = False
-        self.fn = self._versions[winner]
+        self.fn = self.versions[winner]
         if winner != self.version:
             self.version = winner
             self.history.append((time.time(), winner))
         # the losing kernels go (torch stays: it is what verification and a re-run start from)
-        self._versions = {v: f for v, f in self._versions.items() if v in (winner, "torch")}
+        self.versions = {v: f for v, f in self.versions.items() if v in (winner, "torch")}
         TIMING_LISTENERS(self)  # the sidebar hears the verdict at once
 
     def stats(self) -> dict:
