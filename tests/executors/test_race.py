@@ -254,3 +254,30 @@ def test_run_options_default_to_racing():
     assert RunOptions().race is True and RunOptions().racers == ()
     race = Race(["k", "torch"], calls=2)
     assert [race.next()[0] for _ in range(6)] == ["k", "torch"] * 3
+
+
+class _Event:
+    """A CUDA event's two calls the race makes, for CPU tests: whether it completed, and the time since another."""
+
+    def __init__(self, at_ms: float, done: bool = True):
+        self.at_ms, self.done = at_ms, done
+
+    def query(self) -> bool:
+        return self.done
+
+    def elapsed_time(self, end) -> float:
+        return end.at_ms - self.at_ms
+
+
+def test_device_times_are_read_once_their_events_complete():
+    # on a GPU a race call records two events and returns; their time is read at a later call, once complete
+    r = RegionRunner("r", "fused", lambda x: x, lambda args: (lambda x: x, []), tiered=False, race=True)
+    r(torch.zeros(1))
+    pending = _Event(0.0), _Event(7.0, done=False)
+    r._pending_events = [("fused", _Event(0.0), _Event(2.0)), ("torch", *pending)]
+    r._collect_events()
+    assert r.race.samples == {"fused": [0.002], "torch": []}
+    assert r._pending_events == [("torch", *pending)]  # not complete yet: kept, nobody waits for it
+    pending[1].done = True
+    r._collect_events()
+    assert r.race.samples["torch"] == [0.007] and r._pending_events == []
