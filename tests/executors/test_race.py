@@ -18,6 +18,7 @@ from thunderlab.executors.fusion import FusionExecutor
 from thunderlab.executors.inductor import InductorExecutor
 from thunderlab.executors.region import RACE_CALLS, Race, RegionRunner
 from thunderlab.inspect.serialize import RecordPayload, validate
+from thunderlab.jupyter.comm import _timings
 
 
 class RaceFake(FusionExecutor):
@@ -205,6 +206,9 @@ def test_the_record_payload_and_saved_file_carry_the_race(fake, tmp_path):
     validate(payload)
     assert all(r["race"]["winner"] == "inductor" for r in payload["regions"].values())
     json.dumps(payload, allow_nan=False)
+    # the sidebar's timings event carries it too
+    event = _timings(rec.uid, rec)
+    assert all(r["race"]["winner"] == "inductor" for r in event["regions"].values())
     path = thunderlab.save(rec, tmp_path / "raced.thunderlab.json")
     loaded = thunderlab.load(path)
     assert {n: r["race"] for n, r in loaded.regions.items()} == {n: r["race"] for n, r in rec.regions.items()}
