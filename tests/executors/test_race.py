@@ -285,3 +285,35 @@ def test_device_times_are_read_once_their_events_complete():
     pending[1].done = True
     r._collect_events()
     assert r.race.samples["torch"] == [0.007] and r._pending_events == []
+
+
+class TakesAll(RaceFake):
+    """A fusion executor for tests that takes every call, random ones included."""
+
+    name = "racefake_all"
+
+    def can_execute(self, bsym):
+        return True, ""
+
+
+def test_a_region_that_draws_random_numbers_is_not_raced():
+    ex = register_executor(TakesAll())
+    try:
+        def g(x):
+            return torch.nn.functional.dropout(torch.sin(x), p=0.5, training=True) * 2
+
+        j = thunderlab.jit(g, pipeline="dce,cse,claim{executors=racefake_all+torch},fuse,del", tiered=False)
+        x = torch.randn(64)
+        torch.manual_seed(1)
+        out = j(x)
+        torch.manual_seed(1)
+        torch.testing.assert_close(out, g(x))
+        live = thunderlab.session(thunderlab.last_record(j))
+        (r,) = live.regions.values()
+        for _ in range(12):
+            j(x)
+        assert r.race is None and r.version == "racefake_all" and ex.compiled
+        race = r.summary()["race"]
+        assert race["state"] == "off" and "draws random numbers" in race["why"], race
+    finally:
+        EXECUTORS.pop("racefake_all", None)
