@@ -117,6 +117,8 @@ def test_the_fastest_version_is_kept_and_every_call_equals_eager(fake, winner):
         assert race["why"].startswith(f"{winner} 1 ms vs ") and race["why"].endswith(
             "back to torch" if winner == "torch" else f"kept {winner}")
         assert set(r.versions) == {"torch", winner}  # the losing kernels are let go
+        # the code shown is the kernel that runs (the owner's when torch won)
+        assert r.source == r.sources["racefake" if winner == "racefake" else "inductor"]
         assert r.history[-1][1] == winner
     _calls(j, 4, first=100)  # the winner runs from now on
 
