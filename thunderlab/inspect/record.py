@@ -118,13 +118,14 @@ class CompileRecord:
         return self.document is not None
 
     def timings(self) -> dict:
-        """Per fusion region: which version runs, when it switched, and count/median/min per version.
+        """Per fusion region: which version runs, when it switched, count/median/min per version, and its race
+        (None when compiled with ``race=False``).
 
         As of the record's snapshot (see ``regions``); ``thunderlab.session(rec).timings()`` reads the running
         regions of a live record.
         """
         return {name: {"executor": r["executor"], "running": r["version"], "error": r["error"],
-                       "history": r["history"], "timings": r["timings"]}
+                       "history": r["history"], "timings": r["timings"], "race": r.get("race")}
                 for name, r in self.regions.items()}
 
     @property
