@@ -162,3 +162,11 @@ def test_a_dropout_whose_layout_is_unknown_still_cuts_the_region_and_the_notes_s
     x, w, b = tensors(before.forward)
     want = _eager(lambda x, w, b: torch.nn.functional.dropout((x @ w.T + b + 1.0).t(), 0.25) * 2.0, (x, w, b))
     assert torch.equal(_eager(after.forward.callable(), (x, w, b)), want)
+
+
+def test_claim_splits_a_dropout_only_for_a_fusion_executor_that_declined_its_draw():
+    alone = Claim(executors=("torch",))(program(lambda x: ltorch.dropout(x, 0.25), ("x", (4,))))
+    assert names(alone.forward) == ["dropout"]  # torch runs it whole, as eager does
+    split = _claimed(lambda x: ltorch.dropout(x, 0.25), ("x", (4,)))
+    by_name = {b.sym.name: b.executor for b in split.forward.bound_symbols}
+    assert by_name == {"bernoulli": "torch", "div": "inductor", "mul": "inductor"}
