@@ -72,10 +72,17 @@ def _row_major(trace: Trace) -> tuple[set[str], set[str]]:
                 spread.update(p.name for p in b.outputs)
             continue
         elif q in pointwise:
+            # TensorIterator orders the output's dimensions as the first operand whose strides tell them apart
+            # does: row-major if that is the first full-shape operand not broadcast, it is row-major, and every
+            # operand before it is row-major or broadcasts a row-major value (then it agrees where it votes)
             shape = b.outputs[0].shape if b.outputs else None
-            full = [p for p in ins if p.shape == shape and p.name not in spread]
-            ok = bool(full) and all(p.name in row or p.name in spread for p in ins) and \
-                all(p.name in row for p in full)
+            ok = False
+            for p in ins:
+                if p.shape == shape and p.name not in spread:
+                    ok = p.name in row
+                    break
+                if p.name not in row and p.name not in spread:
+                    break
         else:
             ok = False
         if ok:
