@@ -1,6 +1,7 @@
 """Whole-program fusion on nanoGPT's block: regions per trace, and steady-state speed against eager and torch.compile.
 
-Two cases, float32, CPU, torch's default thread count, model and input as thunderlab.examples' nanoGPT block
+Two cases, float32, CPU, one torch thread (--threads; on a shared machine a second thread's CPU time is mostly
+spinning), model and input as thunderlab.examples' nanoGPT block
 (4, 64, 256):
   forward   model.eval() under torch.no_grad();
   train     a training step, model.train() with dropout 0.1 (attention and both residuals): forward,
@@ -40,6 +41,7 @@ def _args():
     p.add_argument("--inner", type=int, default=3)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--cases", default="forward,train")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: CPU time is the work, not spinning)")
     p.add_argument("--regions-only", action="store_true")
     p.add_argument("--thunderlab", default=str(ROOT), help="the checkout whose thunderlab to import")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fusion_whole_program.json"))
@@ -165,6 +167,7 @@ def measure(case: str) -> dict:
 
 
 def main():
+    torch.set_num_threads(ARGS.threads)
     cases = ARGS.cases.split(",")
     result = {"thunderlab": ARGS.thunderlab, "regions": {c: regions(c) for c in cases}}
     if ARGS.regions_only:
