@@ -28,10 +28,11 @@ class _Group:
 # and its use. Given a fresh row-major tensor of the value's shape instead, it runs before the region and draws the
 # same numbers, where eager lays the value out row-major (which the rules below tell).
 
-# Where eager lays a call's outputs out row-major (contiguous): calls that always make fresh contiguous tensors...
+# Where eager's CPU kernels lay a call's outputs out row-major (contiguous): calls that always make fresh contiguous
+# tensors, whatever their inputs' layout (softmax and log_softmax included: their kernels write a contiguous result)...
 _FRESH = frozenset({"ltorch.linear", "prims.linear", "ltorch.matmul", "prims.matmul", "ltorch.bmm", "ltorch.mm",
                     "ltorch.contiguous", "ltorch.embedding", "ltorch.native_layer_norm", "ltorch.layer_norm",
-                    "prims.full", "prims.iota"})
+                    "ltorch.softmax", "ltorch.log_softmax", "prims.full", "prims.iota"})
 # ...views that keep a row-major tensor row-major (a new shape over the same memory order)...
 _KEEP = frozenset({"ltorch.view", "ltorch.reshape", "prims.reshape", "ltorch.flatten", "ltorch.unflatten",
                    "ltorch.view_as", "ltorch.unsqueeze", "ltorch.squeeze", "prims.squeeze"})
@@ -42,15 +43,15 @@ _BROADCAST = frozenset({"prims.broadcast_in_dim", "ltorch.expand", "ltorch.expan
 
 @functools.cache
 def _elementwise() -> frozenset:
-    """Calls whose output is laid out like their operands (eager's TensorIterator; softmax, tril): row-major in,
-    row-major out."""
+    """Calls whose output is laid out like their operands (eager's TensorIterator; tril): row-major in, row-major
+    out."""
     names = {s.qualname for s in vars(elementwise).values() if isinstance(s, Symbol)}
     names |= {f"prims.{n}" for table in (prims.UNARY, prims.PREDICATES, prims.BINARY, prims.COMPARISONS)
               for n in table}
     names |= {"prims.where", "prims.convert_element_type", "ltorch.tril", "ltorch.triu"}
     names |= {s.qualname for s in (activations.gelu, activations.relu, activations.silu, activations.softplus,
                                    activations.leaky_relu, activations.elu, activations.hardtanh,
-                                   activations.relu6, activations.softmax, activations.log_softmax)}
+                                   activations.relu6)}
     return frozenset(names)
 
 
@@ -104,7 +105,7 @@ def _free_draws(trace: Trace) -> tuple[Trace, dict[int, str]]:
         pos = LAYOUT_ONLY_DRAWS.get(b.sym.qualname)
         a = b.args[pos] if pos is not None and len(b.args) > pos else None
         maker = made_by.get(getattr(a, "name", None))
-        if maker is None or not _fuses(maker):
+        if maker is None or not _fuses(maker) or a.device.type != "cpu":  # the layout rules are eager's on CPU
             out.append(b)
             continue
         if row is None:
