@@ -170,3 +170,18 @@ def test_claim_splits_a_dropout_only_for_a_fusion_executor_that_declined_its_dra
     split = _claimed(lambda x: ltorch.dropout(x, 0.25), ("x", (4,)))
     by_name = {b.sym.name: b.executor for b in split.forward.bound_symbols}
     assert by_name == {"bernoulli": "torch", "div": "inductor", "mul": "inductor"}
+
+
+def test_a_dropout_after_softmax_of_a_transposed_value_stays_in_the_region():
+    # softmax writes a contiguous result whatever its input's layout, so its dropout draws in row-major order
+    def attn(x, w, b):
+        s = ltorch.softmax(ltorch.transpose(ltorch.linear(x, w, b), 0, 1), -1)
+        return ltorch.mul(ltorch.dropout(s, 0.25), 3.0)
+
+    before = _claimed(attn, ("x", (6, 8)), ("w", (8, 8)), ("b", (8,)))
+    after = Fuse()(before)
+    assert sum(b.sym.is_region for b in after.forward.bound_symbols) == 1
+    x, w, b = tensors(before.forward)
+    want = _eager(lambda x, w, b: torch.nn.functional.dropout(torch.softmax((x @ w.T + b).t(), -1), 0.25) * 3.0,
+                  (x, w, b))
+    assert torch.equal(_eager(after.forward.callable(), (x, w, b)), want)
