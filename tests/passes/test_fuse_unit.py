@@ -185,3 +185,31 @@ def test_a_dropout_after_softmax_of_a_transposed_value_stays_in_the_region():
     want = _eager(lambda x, w, b: torch.nn.functional.dropout(torch.softmax((x @ w.T + b).t(), -1), 0.25) * 3.0,
                   (x, w, b))
     assert torch.equal(_eager(after.forward.callable(), (x, w, b)), want)
+
+
+# -- batch_norm writes its running statistics only in training ---------------------------------------------------
+def _bn(training):
+    def f(x, rm, rv, w, b):
+        y = ltorch.batch_norm(ltorch.relu(x), rm, rv, w, b, training, 0.1, 1e-5)
+        return ltorch.mul(ltorch.sigmoid(y), 2.0)
+    return f
+
+
+_BN_INPUTS = (("x", (4, 3, 5)), ("rm", (3,)), ("rv", (3,)), ("w", (3,)), ("b", (3,)))
+
+
+def test_batch_norm_outside_training_writes_nothing_so_it_joins_the_region():
+    before = _claimed(_bn(False), *_BN_INPUTS)
+    after = Fuse()(before)
+    assert [b.sym.name for b in after.forward.bound_symbols] == ["inductor0"]
+    x, rm, rv, w, b = tensors(before.forward)
+    rv = rv.abs() + 0.5
+    want = torch.sigmoid(torch.nn.functional.batch_norm(x.relu(), rm, rv, w, b, False, 0.1, 1e-5)) * 2.0
+    torch.testing.assert_close(after.forward.callable()(x, rm, rv, w, b), want)
+
+
+def test_batch_norm_in_training_still_stays_in_place_with_its_reason():
+    before = _claimed(_bn(True), *_BN_INPUTS)
+    after = Fuse()(before)
+    bn = next(b for b in after.forward.bound_symbols if b.sym.name == "batch_norm")
+    assert bn.executor == "torch" and ("inductor", "ltorch.batch_norm writes to an argument") in bn.declined

@@ -191,8 +191,10 @@ def _plan(trace: Trace, max_size: int):
         elif b.sym.communicates:
             open_groups.clear()  # collectives keep their place and order: no region spans one
             why[b.id] = "communicates with other processes (torch.distributed), so it stays in place"
-        elif b.side_effect:
-            open_groups.clear()  # a write orders everything around it: no region spans it
+        elif b.side_effect and not (ex is not None and ex.fusion):
+            # a write orders everything around it: no region spans it (a fusion executor that claimed a call whose
+            # symbol may write found that this one does not: batch_norm outside training)
+            open_groups.clear()
             why[b.id] = "writes to an argument, so it stays in place"
         elif ex is None or not ex.fusion:
             why[b.id] = f"claimed by {b.executor or 'torch'}, which does not fuse"
@@ -274,7 +276,7 @@ def fuse_trace(trace: Trace, counter: list[int], max_size: int) -> Trace:
                 deps[u].add(d)
         if last_barrier is not None and last_barrier != u:
             deps[u].add(last_barrier)
-        if b.side_effect or b.sym.communicates:
+        if (b.side_effect and not _fuses(b)) or b.sym.communicates:  # as in _plan: a claimed call does not write
             deps[u] |= {unit_of_call[j] for j in range(i)} - {u}
             last_barrier = u
         for o in b.outputs:
