@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import sys
 import threading
 import weakref
 import zlib
@@ -38,9 +39,19 @@ def _copied(obj) -> bool:
     t = type(obj)
     if t in _PLAIN:
         return True
-    if isinstance(obj, (Symbol, type)):  # symbols are shared by every trace that calls them
+    if t is type:  # a class is written by name when importable (the IR's), else referred to (a notebook's pass)
+        return _importable(obj)
+    if isinstance(obj, Symbol):  # symbols are shared by every trace that calls them
         return False
     return t.__module__.startswith(_DATA_MODULES)
+
+
+def _importable(cls: type) -> bool:
+    module = sys.modules.get(cls.__module__)
+    found = module
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None)
+    return module is not None and found is cls
 
 
 class _Packer(pickle.Pickler):
