@@ -152,6 +152,7 @@ def test_a_dropped_functions_record_lets_go_of_its_programs_and_still_reads_the_
     keep = _others(2)
     gc.collect()
     assert record.packed and record in thunderlab.records()
+    assert repr(record).endswith(f"{len(before['texts'])} steps>") and record.packed  # shown without unpacking
     assert [r for r in refs if r() is not None] == []  # its programs, traces and calls are released
     assert _views(record) == before  # read again from the packed steps
     assert not record.packed  # read, so recent again

@@ -247,7 +247,8 @@ class CompileRecord:
         return "\n".join(rows)
 
     def __repr__(self) -> str:
-        status = f"error: {self.error.splitlines()[0]}" if self.error else f"{len(self.steps)} steps"
+        count = self._packed.count if self._packed is not None else len(self.steps)  # not unpacked to be shown
+        status = f"error: {self.error.splitlines()[0]}" if self.error else f"{count} steps"
         return f"<CompileRecord {self.name} [{self.pipeline}] {status}>"
 
 
