@@ -2,6 +2,8 @@
 dicts, and compiled training programs share one autograd.Function class; a record that is not among the recently
 used keeps its steps packed, and a dropped function's record lets go of its programs."""
 import gc
+import sys
+import types
 import weakref
 from dataclasses import dataclass
 
@@ -232,3 +234,36 @@ def test_a_record_is_packed_only_once_closed(two_recent):
     record.close()
     assert record.pack() and record.packed
     assert [s.spec for s in record.steps] == ["capture"]
+
+
+def test_a_pass_class_defined_again_under_its_name_is_not_taken_for_the_one_that_ran(two_recent, monkeypatch):
+    module = types.ModuleType("notebook_cell")
+    monkeypatch.setitem(sys.modules, "notebook_cell", module)
+
+    def define():
+        @dataclass(frozen=True)
+        class Cell(thunderlab.passes.Pass):
+            """test-cell: keeps the program."""
+
+            name = "test-cell"
+
+            def __call__(self, program):
+                return program
+
+        Cell.__module__, Cell.__qualname__ = "notebook_cell", "Cell"
+        module.Cell = Cell
+        return thunderlab.passes.register_pass(Cell)
+
+    first = define()
+    try:
+        j = thunderlab.jit(lambda a: a * 2, pipeline="test-cell,del")
+        j(torch.randn(2))
+        record = thunderlab.last_record(j)
+        keep = _others(2)
+        assert record.packed
+        second = define()  # the cell run again: the name now means another class
+        assert second is not first and record.steps[1].pass_type is first
+        assert thunderlab.passes.base.REGISTRY["test-cell"] is second
+    finally:
+        thunderlab.passes.base.REGISTRY.pop("test-cell", None)
+    del keep

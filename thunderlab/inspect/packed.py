@@ -39,8 +39,11 @@ def _copied(obj) -> bool:
     t = type(obj)
     if t in _PLAIN:
         return True
-    if t is type:  # a class is written by name when importable (the IR's), else referred to (a notebook's pass)
-        return _importable(obj)
+    # thunderlab's own classes (the IR's, its passes') are written by name; any other is referred to: a name in a
+    # notebook may mean another class by the time the steps are read (a pass defined again), and re-runs tell a
+    # step's pass class from the one registered now by identity
+    if t is type:
+        return obj.__module__.startswith("thunderlab.") and _importable(obj)
     if isinstance(obj, Symbol):  # symbols are shared by every trace that calls them
         return False
     return t.__module__.startswith(_DATA_MODULES)
