@@ -35,18 +35,26 @@ _PLAIN = frozenset({tuple, list, dict, set, frozenset, str, int, float, bool, ty
 _DATA_MODULES = ("thunderlab.core.", "thunderlab.inspect.")
 
 
+# type -> whether its values are copied, for the types met so far that are plain or thunderlab's own (a pack
+# asks once per value it writes, and most are of a handful of types)
+_KNOWN: dict[type, bool] = dict.fromkeys(_PLAIN, True)
+
+
 def _copied(obj) -> bool:
     t = type(obj)
-    if t in _PLAIN:
-        return True
+    known = _KNOWN.get(t)
+    if known is not None:
+        return known
     # thunderlab's own classes (the IR's, its passes') are written by name; any other is referred to: a name in a
     # notebook may mean another class by the time the steps are read (a pass defined again), and re-runs tell a
     # step's pass class from the one registered now by identity
-    if t is type:
+    if issubclass(t, type):
         return obj.__module__.startswith("thunderlab.") and _importable(obj)
-    if isinstance(obj, Symbol):  # symbols are shared by every trace that calls them
-        return False
-    return t.__module__.startswith(_DATA_MODULES)
+    # symbols are shared by every trace that calls them
+    copied = t.__module__.startswith(_DATA_MODULES) and not issubclass(t, Symbol)
+    if t.__module__.startswith("thunderlab."):
+        _KNOWN[t] = copied
+    return copied
 
 
 def _importable(cls: type) -> bool:
