@@ -81,6 +81,7 @@ def set_limits(*, records: int | None = None, shapes: int | None = None,
 def keep(record: CompileRecord) -> None:
     """Add a record made in this process (a compile's, a re-run's) to the process's list, and tell the listeners."""
     _RECORDS.append(record)
+    record.close()  # complete: it may keep its steps packed once others are used (see CompileRecord.close)
     _announce(record)
 
 
@@ -213,6 +214,7 @@ class CompiledGraph:
         try:
             return self._compile(record, args, key)
         finally:
+            record.close()  # complete, made or failed (see CompileRecord.close)
             _announce(record)
 
     def _compile(self, record: CompileRecord, args, key) -> _Entry:
