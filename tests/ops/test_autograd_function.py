@@ -101,3 +101,60 @@ def test_non_differentiable_outputs_keep_pytorchs_autograd():
     (want,) = torch.autograd.grad(fn(x), x)
     (got,) = torch.autograd.grad(thunderlab.jit(fn)(x), x)
     torch.testing.assert_close(got, want)
+
+
+# -- custom operators with a derivative registered by torch.library.register_autograd ------------------------
+# PyTorch's documentation (torch.library.register_autograd): setup_context(ctx, inputs, output) saves what
+# backward(ctx, *grads) needs, after the forward ran; backward returns one gradient per input (None for an input
+# that is not a tensor or needs none).
+
+CALLS = {"forward": 0}
+
+
+@torch.library.custom_op("thunderlab_tests::scale_rows", mutates_args=())
+def scale_rows(x: torch.Tensor, w: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    CALLS["forward"] += 1
+    return x * w * rows.to(x.dtype).unsqueeze(-1)
+
+
+@scale_rows.register_fake
+def _(x, w, rows):
+    return torch.empty_like(x)
+
+
+def _setup(ctx, inputs, output):
+    x, w, rows = inputs
+    ctx.save_for_backward(x, w)
+    ctx.rows = rows  # an integer tensor kept as an attribute, as transformers' grouped matmul keeps its offsets
+
+
+def _backward(ctx, g):
+    x, w = ctx.saved_tensors
+    r = ctx.rows.to(g.dtype).unsqueeze(-1)
+    # deliberately not the derivative of forward (that has no factor 2): the registered formula must be used
+    return 2 * g * w * r, (g * x * r).sum(0), None
+
+
+torch.library.register_autograd("thunderlab_tests::scale_rows", _backward, setup_context=_setup)
+
+
+def _uses_custom_op(x, w, rows):
+    return scale_rows(x.tanh(), w, rows).sin().sum()
+
+
+def test_a_custom_op_differentiates_by_its_registered_backward_without_running_forward_again():
+    x, w = _inputs()
+    rows = torch.tensor([1, 2, 0, 3])
+    out = _uses_custom_op(x, w, rows)
+    want = torch.autograd.grad(out, (x, w))
+    j = thunderlab.jit(_uses_custom_op)
+    j(x, w, rows)  # compiles
+    before = CALLS["forward"]
+    out = j(x, w, rows)
+    got = torch.autograd.grad(out, (x, w))
+    assert CALLS["forward"] - before == 1, "the forward ran again to differentiate it"
+    torch.testing.assert_close(out, _uses_custom_op(x, w, rows))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    backward = thunderlab.last_record(j).program.traces["backward"].python()
+    assert "custom_op_vjp" in backward and "eager_vjp" not in backward, backward
