@@ -158,3 +158,23 @@ def test_a_custom_op_differentiates_by_its_registered_backward_without_running_f
         torch.testing.assert_close(a, b)
     backward = thunderlab.last_record(j).program.traces["backward"].python()
     assert "custom_op_vjp" in backward and "eager_vjp" not in backward, backward
+
+
+def test_inductor_leaves_the_registered_backward_to_torch():
+    """The registered backward is the user's Python code (transformers' calls .tolist()): a fusion region that took
+    it in would fail to compile and run on torch whole; it is left out, and the regions around it compile."""
+    x, w = _inputs()
+    rows = torch.tensor([1, 2, 0, 3])
+    j = thunderlab.jit(_uses_custom_op, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del",
+                       tiered=False)
+    out = j(x, w, rows)
+    got = torch.autograd.grad(out, (x, w))
+    want = torch.autograd.grad(_uses_custom_op(x, w, rows), (x, w))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    record = thunderlab.last_record(j)
+    regions = [b for t in record.program for b in t.bound_symbols if b.subsymbols and b.sym.module == "fusion"]
+    assert regions, record.program.python()
+    for region in regions:
+        assert "ltorch.custom_op_vjp" not in {s.sym.qualname for s in region.subsymbols}, region
+    assert all(r["error"] is None for r in thunderlab.session(record).timings().values())
