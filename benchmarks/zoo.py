@@ -209,7 +209,7 @@ def merge(paths: list[str]) -> dict:
         for r in data["rows"]:
             row = rows.setdefault(r["case"], {k: r[k] for k in ("case", "model", "attn", "family")} | {"modes": {}})
             row["modes"].update(r["modes"])
-            row.update({k: r[k] for k in ("inference", "train") if k in r})
+            row.update({k: r[k] for k in ("inference", "train", "load_average") if k in r})
     order = {(e.name, a): i for i, (e, a) in enumerate((e, a) for e in ZOO for a in attn_implementations(e))}
     merged = sorted(rows.values(), key=lambda r: order.get((r["model"], r["attn"]), len(order)))
     meta = {"merged": True, "date": max(r["date"] for r in runs), "runs": runs}
