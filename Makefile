@@ -56,7 +56,7 @@ zoo: setup
 
 # Inductor compiles take minutes per model on two cores: the subset in the README's table (all models: drop --models)
 zoo-bench: setup extension/node_modules/.installed browser
-	$(BIN)/python benchmarks/zoo.py --models bert,llama,bloom,gpt2,resnet,vit,mixtral,falcon,t5,mobilenet_v2 \
+	$(BIN)/python benchmarks/zoo.py --models bert,gpt2,bloom,llama,mixtral,falcon,t5,vit,resnet \
 		--variants thunderlab,torch.compile,thunderlab-torch --rounds 10
 
 bench: setup
