@@ -54,8 +54,10 @@ test: lint views lab browser graphviz
 zoo: setup
 	THUNDERLAB_ZOO=full $(BIN)/python -m pytest tests/zoo
 
+# Inductor compiles take minutes per model on two cores: the subset in the README's table (all models: drop --models)
 zoo-bench: setup extension/node_modules/.installed browser
-	$(BIN)/python benchmarks/zoo.py
+	$(BIN)/python benchmarks/zoo.py --models bert,gpt2,bloom,llama,mixtral,falcon,t5,vit,resnet \
+		--variants thunderlab,torch.compile,thunderlab-torch --rounds 10
 
 bench: setup
 	$(BIN)/python benchmarks/compile_and_overhead.py

@@ -1,21 +1,35 @@
-"""The model zoo's table: correctness per model x mode, first-call time, and steady-state step ratios.
+"""The model zoo against eager and torch.compile: steady-state step ratios and first calls, per model.
 
-For each zoo case (tests/zoo/models.py: a tiny Hugging Face model and an attention implementation):
-  * the modes of tests/zoo/check.py (jit, compile, train, shapes: --modes), each pass / wrong / error
-    against eager PyTorch, with the time of its first compiled call (capture, passes, run);
-  * steady-state steps, inference (eval, no_grad, a forward) and training (train(), forward, loss.backward(),
-    zero_grad), of eager, thunderlab.jit (the torch executor: THUNDERLAB_EXECUTORS=torch unless set) and, for the
-    models in --compile-models, torch.compile with its default Inductor backend (compiling every model with
-    Inductor takes minutes each on two cores, so only a subset is timed against it). Each variant is warmed up,
-    then --rounds rounds time one step of every variant in turn, shuffled per round; the ratio is the median of
-    per-round ratios with a 95% bootstrap interval (paired.py), which cancels the machine's drift.
-Writes --out (default benchmarks/results/zoo.json), rewritten after every case so a partial run keeps its rows.
+For each zoo case (tests/zoo/models.py: a tiny Hugging Face model and an attention implementation) and each
+--modes kind of step, inference (eval, no_grad, a forward) and train (train(), forward, loss.backward(),
+zero_grad), the --variants below run on their own copies of the model (same weights), in the same process:
+  eager              the model itself, the reference of every ratio;
+  thunderlab         thunderlab.jit(model) as a new user runs it: the default pipeline with the default executors
+                     (Inductor on CPU), tiered, and waited for until every fusion region's kernel is built
+                     (thunderlab.session(record).wait() for each of its records) before it is timed;
+  torch.compile      torch.compile(model), Inductor with its defaults;
+  thunderlab-torch   thunderlab.jit with the default pipeline on the torch executor only (claim{executors=torch}):
+                     what thunderlab's own passes and eager's kernels give, without generated kernels.
+Each variant's first call is timed (wall clock: capture, passes, compiles, run); thunderlab's also with the wait
+for its kernels (ready_s). Then every variant is warmed up and --rounds rounds time one step of each in turn,
+in a new order each round; a ratio is the median of per-round ratios with a 95% bootstrap interval
+(benchmarks/paired.py), which cancels the machine's drift. --clock cpu (the default) runs on one thread and times
+each step by the CPU time its thread used (time.thread_time), which other processes on a loaded machine inflate
+far less than wall time; the load average is recorded before and after each case.
+TORCHINDUCTOR_CACHE_DIR (default /tmp/thunderlab_bench_inductor_cache) is shared by both compilers and by runs:
+a case whose kernels an earlier run built finds them there (the meta says how many files it held at the start).
 
-Run:  .venv/bin/python benchmarks/zoo.py [--models bert,llama] [--attn all|default] [--modes jit,compile,train,shapes]
-      [--rounds 15] [--compile-models resnet,bert] [--clock wall|cpu] [--out PATH]
+--checks also runs tests/zoo/check.py's correctness modes (jit, compile, train, shapes; none by default), each
+pass / wrong / error against eager with its first-call time (the table in benchmarks/results/zoo.json).
+Writes --out (default benchmarks/results/zoo_vs_compile.json), rewritten after every case, so a partial run keeps
+its rows.
+
+Run:  .venv/bin/python benchmarks/zoo.py [--models bert,llama] [--modes inference,train]
+      [--variants thunderlab,torch.compile,thunderlab-torch] [--attn default|all] [--rounds 15] [--clock cpu|wall]
+      [--checks jit,compile,train,shapes] [--no-timing] [--out PATH]
       .venv/bin/python benchmarks/zoo.py --merge A.json B.json ... [--out PATH]
         one table from several runs (the whole zoo split across processes, timings taken apart from the
-        correctness run): a case's modes and timings come from the last file that has them, and each
+        correctness run): a case's checks and timings come from the last file that has them, and each
         file's meta is kept under meta.runs.
 """
 from __future__ import annotations
@@ -23,16 +37,17 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import random
+import re
 import statistics
 import sys
 import time
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("THUNDERLAB_EXECUTORS", "torch")
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/thunderlab_bench_inductor_cache")
 
 import torch  # noqa: E402
@@ -42,8 +57,30 @@ sys.path = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROO
 
 import thunderlab  # noqa: E402
 from benchmarks.paired import describe, paired_ratio  # noqa: E402
-from tests.zoo.check import MODES, run  # noqa: E402
+from tests.zoo.check import MODES as CHECKS  # noqa: E402
+from tests.zoo.check import run  # noqa: E402
 from tests.zoo.models import ZOO, attn_implementations, inputs, pair  # noqa: E402
+
+KINDS = ("inference", "train")
+VARIANTS = ("eager", "thunderlab", "torch.compile", "thunderlab-torch")
+
+
+def torch_only(pipeline: str) -> str:
+    """``pipeline`` with its claim pass limited to the torch executor."""
+    out, n = re.subn(r"\bclaim(\{[^}]*\})?", "claim{executors=torch}", pipeline)
+    if n != 1:
+        raise ValueError(f"the pipeline {pipeline!r} has {n} claim passes; the thunderlab-torch variant needs one")
+    return out
+
+
+def _make(name: str, model):
+    if name == "eager":
+        return model
+    if name == "thunderlab":
+        return thunderlab.jit(model)
+    if name == "thunderlab-torch":
+        return thunderlab.jit(model, pipeline=torch_only(thunderlab.DEFAULT_PIPELINE))
+    return torch.compile(model)
 
 
 def _step(fn, model, x, train: bool):
@@ -55,25 +92,46 @@ def _step(fn, model, x, train: bool):
             fn(**x)
 
 
-CLOCK = time.perf_counter
+def _wait(fn) -> dict:
+    """Wait for every fusion region of a jitted function to build its kernel; how many run which version now."""
+    running: dict[str, int] = {}
+    errors = []
+    for record in fn.records:
+        try:
+            session = thunderlab.session(record)
+        except thunderlab.NotLive:
+            continue
+        session.wait()
+        for name, region in session.timings().items():
+            running[region["running"]] = running.get(region["running"], 0) + 1
+            if region["error"]:
+                errors.append(f"{name}: {str(region['error'])[:200]}")
+    return {"records": len(fn.records), "regions_running": running, "region_errors": errors}
 
 
-def time_steps(entry, attn, train: bool, rounds: int, with_compile: bool) -> dict:
-    """Paired step times of eager, thunderlab and (optionally) torch.compile on their own copies of one model."""
+CLOCK = time.thread_time
+
+
+def time_steps(entry, attn, train: bool, rounds: int, names: list[str]) -> dict:
+    """Paired step times of the variants ``names`` (eager first) on their own copies of one model."""
     variants = {}
-    for name in ["eager", "thunderlab"] + (["torch.compile"] if with_compile else []):
+    for name in names:
         model, _ = pair(entry, attn)
         model.train(train)
-        fn = {"eager": model, "thunderlab": thunderlab.jit(model), "torch.compile": torch.compile(model)}[name]
-        variants[name] = (fn, model)
+        variants[name] = (_make(name, model), model)
     x = inputs(entry, variants["eager"][1], batch=4, length=16)
-    first = {}
+    first, ready, regions = {}, {}, {}
     for name, (fn, model) in variants.items():
         t0 = time.perf_counter()
         _step(fn, model, x, train)
         first[name] = time.perf_counter() - t0
+        if name.startswith("thunderlab"):
+            regions[name] = _wait(fn)
+            ready[name] = time.perf_counter() - t0
         for _ in range(3):
             _step(fn, model, x, train)
+    if "thunderlab" in regions:  # after the warm-up calls: every region has switched to what it will run
+        regions["thunderlab"] = _wait(variants["thunderlab"][0])
     times = {name: [] for name in variants}
     order = list(variants)
     for _ in range(rounds):
@@ -83,11 +141,42 @@ def time_steps(entry, attn, train: bool, rounds: int, with_compile: bool) -> dic
             t0 = CLOCK()
             _step(fn, model, x, train)
             times[name].append(CLOCK() - t0)
-    out = {"first_call_s": first, "median_ms": {n: 1e3 * statistics.median(t) for n, t in times.items()},
-           "vs_eager": paired_ratio(times["thunderlab"], times["eager"])}
-    if with_compile:
-        out["vs_torch_compile"] = paired_ratio(times["thunderlab"], times["torch.compile"])
-        out["torch_compile_vs_eager"] = paired_ratio(times["torch.compile"], times["eager"])
+    out = {"first_call_s": first, "ready_s": ready, "regions": regions,
+           "median_ms": {n: 1e3 * statistics.median(t) for n, t in times.items()}, "ratios": {}}
+    for name in names[1:]:
+        out["ratios"][f"{name} / eager"] = paired_ratio(times[name], times["eager"])
+    if "thunderlab" in times and "torch.compile" in times:
+        out["ratios"]["thunderlab / torch.compile"] = paired_ratio(times["thunderlab"], times["torch.compile"])
+    return out
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
+
+
+def timing_summary(rows: list[dict]) -> dict:
+    """Per kind of step: the geometric mean of each ratio, the models slower than 1.1x eager, and how often
+    thunderlab is at most torch.compile's time."""
+    out = {}
+    for kind in KINDS:
+        timed = [r for r in rows if "ratios" in r.get(kind, {})]
+        if not timed:
+            continue
+        ratios = {}
+        for r in timed:
+            for what, p in r[kind]["ratios"].items():
+                ratios.setdefault(what, []).append((r["case"], p["median"]))
+        s = {"cases": len(timed), "geomean": {w: _geomean([v for _, v in cs]) for w, cs in ratios.items()}}
+        s["over_1.1x_eager"] = {w: [c for c, v in cs if v > 1.1] for w, cs in ratios.items() if w.endswith("/ eager")}
+        vs = ratios.get("thunderlab / torch.compile")
+        if vs:
+            s["thunderlab_at_most_torch_compile"] = f"{sum(v <= 1.0 for _, v in vs)} of {len(vs)}"
+        firsts = [(r[kind]["first_call_s"].get("thunderlab"), r[kind]["first_call_s"].get("torch.compile"))
+                  for r in timed]
+        firsts = [a / b for a, b in firsts if a and b]
+        if firsts:
+            s["first_call_thunderlab_over_torch_compile_geomean"] = _geomean(firsts)
+        out[kind] = s
     return out
 
 
@@ -104,6 +193,9 @@ def summary(rows: list[dict]) -> dict:
             worst = max(ratios)
             out[kind] = {"median_vs_eager": statistics.median(vals), "worst_vs_eager": worst[0], "worst_case": worst[1],
                          "cases": len(vals)}
+    timing = timing_summary(rows)
+    if timing:
+        out["timing"] = timing
     return out
 
 
@@ -117,26 +209,46 @@ def merge(paths: list[str]) -> dict:
         for r in data["rows"]:
             row = rows.setdefault(r["case"], {k: r[k] for k in ("case", "model", "attn", "family")} | {"modes": {}})
             row["modes"].update(r["modes"])
-            row.update({k: r[k] for k in ("inference", "train") if k in r})
+            row.update({k: r[k] for k in ("inference", "train", "load_average") if k in r})
     order = {(e.name, a): i for i, (e, a) in enumerate((e, a) for e in ZOO for a in attn_implementations(e))}
     merged = sorted(rows.values(), key=lambda r: order.get((r["model"], r["attn"]), len(order)))
     meta = {"merged": True, "date": max(r["date"] for r in runs), "runs": runs}
     return {"meta": meta, "summary": summary(merged), "rows": merged}
 
 
+def _names(text: str, valid, what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in valid]
+    if unknown:
+        raise SystemExit(f"{what}: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
+    return names
+
+
+def _inductor_cache_files() -> int:
+    root = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    return sum(1 for p in root.rglob("*") if p.is_file()) if root.is_dir() else 0
+
+
 def main():
+    by_name = {e.name: e for e in ZOO}
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--models", default="", help="comma-separated zoo names (default: all)")
-    ap.add_argument("--attn", default="all", choices=["all", "default"],
-                    help="every attention implementation, or transformers' default (sdpa where offered)")
-    ap.add_argument("--modes", default=",".join(MODES))
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--compile-models", default="resnet,bert")
-    ap.add_argument("--no-timing", action="store_true")
-    ap.add_argument("--clock", default="wall", choices=["wall", "cpu"],
-                    help="cpu: one thread, each step timed by the CPU time it used (time.thread_time), which "
-                         "other processes on a loaded machine do not inflate as they do wall time")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "zoo.json"))
+    ap.add_argument("--models", default="", help="comma-separated zoo names, timed in this order (default: all); "
+                                                 f"valid: {', '.join(by_name)}")
+    ap.add_argument("--modes", default=",".join(KINDS), help="the steps timed: inference, train (default: both)")
+    ap.add_argument("--variants", default="thunderlab,torch.compile",
+                    help="timed beside eager: thunderlab (default pipeline and executors, waited for), torch.compile "
+                         "(Inductor), thunderlab-torch (the torch executor only); default thunderlab,torch.compile")
+    ap.add_argument("--attn", default="default", choices=["all", "default"],
+                    help="transformers' default attention implementation (sdpa where offered; the default), or "
+                         "every one the model offers among eager and sdpa")
+    ap.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds per case and mode")
+    ap.add_argument("--checks", default="", help="also run these correctness modes of tests/zoo/check.py: "
+                                                 f"{', '.join(CHECKS)} (default: none)")
+    ap.add_argument("--no-timing", action="store_true", help="only the --checks")
+    ap.add_argument("--clock", default="cpu", choices=["wall", "cpu"],
+                    help="cpu (default): one thread, each step timed by the CPU time it used (time.thread_time); "
+                         "wall: every thread, wall time")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "zoo_vs_compile.json"))
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="write one table from these runs' files; runs nothing")
     args = ap.parse_args()
     if args.merge:
@@ -147,47 +259,52 @@ def main():
         Path(args.out).write_text(json.dumps(table, indent=1))
         print(json.dumps(table["summary"], indent=1))
         return
+    names = _names(args.models, by_name, "--models")
+    kinds = _names(args.modes, KINDS, "--modes")
+    variants = ["eager"] + [v for v in _names(args.variants, VARIANTS[1:], "--variants")]
+    checks = _names(args.checks, CHECKS, "--checks")
     warnings.filterwarnings("ignore")
     random.seed(0)
+    global CLOCK
+    CLOCK = time.perf_counter if args.clock == "wall" else time.thread_time
     if args.clock == "cpu":
-        global CLOCK
-        CLOCK = time.thread_time
         torch.set_num_threads(1)
     torch._dynamo.config.cache_size_limit = 64
-    names = [n for n in args.models.split(",") if n]
-    modes = [m for m in args.modes.split(",") if m]
-    compiled = set(args.compile_models.split(","))
     rows = []
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
-            "threads": torch.get_num_threads(), "executors": os.environ["THUNDERLAB_EXECUTORS"],
-            "clock": args.clock, "rounds": args.rounds, "attn": args.attn, "modes": modes,
-            "compile_models": sorted(compiled)}
-    by_name = {e.name: e for e in ZOO}
-    unknown = [n for n in names if n not in by_name]
-    if unknown:
-        raise SystemExit(f"not in the zoo: {', '.join(unknown)}; valid: {', '.join(by_name)}")
+            "threads": torch.get_num_threads(), "pipeline": thunderlab.DEFAULT_PIPELINE,
+            "executors": os.environ.get("THUNDERLAB_EXECUTORS", "default"), "clock": args.clock,
+            "rounds": args.rounds, "attn": args.attn, "modes": kinds, "variants": variants, "checks": checks,
+            "inductor_cache": os.environ["TORCHINDUCTOR_CACHE_DIR"],
+            "inductor_cache_files_at_start": _inductor_cache_files(), "load_average_at_start": os.getloadavg()}
     for entry in [by_name[n] for n in names] if names else ZOO:  # in the order asked for
         attns = attn_implementations(entry)
         for attn in (attns if args.attn == "all" else attns[-1:]):
             case = entry.name if attn is None else f"{entry.name}-{attn}"
-            row = {"case": case, "model": entry.name, "attn": attn, "family": entry.family, "modes": {}}
-            for mode in modes:
+            row = {"case": case, "model": entry.name, "attn": attn, "family": entry.family, "modes": {},
+                   "load_average": {"before": os.getloadavg()}}
+            for mode in checks:
                 torch.manual_seed(0)
                 r = run(entry, attn, mode)
                 row["modes"][mode] = {"status": r.status, "detail": r.detail, "first_call_s": r.first_call_s}
             if not args.no_timing:
-                for kind, train in (("inference", False), ("train", True)):
+                for kind in kinds:
                     torch._dynamo.reset()
                     try:
-                        row[kind] = time_steps(entry, attn, train, args.rounds, entry.name in compiled)
+                        row[kind] = time_steps(entry, attn, kind == "train", args.rounds, variants)
                     except Exception as e:  # noqa: BLE001 - a model that fails is recorded, not timed
                         row[kind] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+            row["load_average"]["after"] = os.getloadavg()
             rows.append(row)
             status = " ".join(f"{m}={v['status']}" for m, v in row["modes"].items())
-            ratios = " ".join(f"{k} {describe(row[k]['vs_eager'])}" for k in ("inference", "train")
-                              if "vs_eager" in row.get(k, {}))
-            print(f"{case:28s} {status}  {ratios}", flush=True)
+            ratios = "  ".join(f"{k}: " + ", ".join(f"{w} {describe(p)}" for w, p in row[k]["ratios"].items())
+                               + "; first " + ", ".join(f"{n} {t:.1f}s" for n, t in row[k]["first_call_s"].items()
+                                                        if n != "eager")
+                               for k in kinds if "ratios" in row.get(k, {}))
+            errors = " ".join(f"{k}: {row[k]['error']}" for k in kinds if "error" in row.get(k, {}))
+            print(f"{case:20s} {status} {ratios} {errors} (load {row['load_average']['after'][0]:.1f})", flush=True)
+            meta["load_average_at_end"] = os.getloadavg()
             Path(args.out).write_text(json.dumps({"meta": meta, "summary": summary(rows), "rows": rows}, indent=1))
     print(json.dumps(summary(rows), indent=1))
 

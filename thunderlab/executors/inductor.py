@@ -25,6 +25,7 @@ _DECLINE = {
     "eager_vjp_on_copies": "runs PyTorch autograd itself",
     "eager_vjp_replaying": "runs PyTorch autograd itself, from a saved generator state",
     "apply_grad_hook": "calls the user's gradient hook, Python code",
+    "custom_op_vjp": "calls a custom operator's registered backward, the user's Python code",
 }
 # compiled regions by (region code, input metadata) -> (the callable, weakly; the kernel source). Functions that
 # have the same region share its kernel: an entry lasts while any function runs it, and the newest are kept

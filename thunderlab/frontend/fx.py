@@ -23,6 +23,7 @@ from thunderlab.core.symbols import SourceInfo, proxies_in, tree_flatten
 from thunderlab.core.trace import ScalarInput, Trace, TraceError
 from thunderlab.ops import mapping, prims
 from thunderlab.ops import torch_ops as ltorch
+from thunderlab.ops.views import TRANSPOSING_ATTRIBUTES as TRANSPOSING
 
 from . import autocast
 from .functionalize import Functionalizer, functional_symbol, overlapping, writes
@@ -219,6 +220,8 @@ class Lowering:
             return self.inline(args[0], args[1:])
         if target is torch._C._set_grad_enabled:  # a no_grad / enable_grad / set_grad_enabled region
             return prims.set_grad_enabled(*args)
+        if target is getattr and isinstance(args[0], TensorProxy) and args[1:2] in [(n,) for n in TRANSPOSING]:
+            return self.track(ltorch.tensor_attribute, args, kwargs, getattr)  # x.T, x.mT: a transpose
         if target is operator.setitem and isinstance(args[0], TensorProxy):
             self.inplace(args[0], functional_symbol(operator.setitem, "setitem"), "setitem", args, kwargs)
             return None

@@ -1,4 +1,4 @@
-"""Normalization: layer norm, RMS norm, batch norm, group norm.
+"""Normalization: layer norm, RMS norm, batch norm, group norm, weight norm.
 
 Layer norm, batch norm and group norm are differentiated with the kernels eager autograd calls: when a call
 needs a gradient, ``autodiff`` swaps it for its ``residuals`` variant (``native_layer_norm``,
@@ -15,11 +15,11 @@ from thunderlab.core.symbols import Tag
 from thunderlab.core.trace import TraceError
 
 from . import prims
-from .common import convert, is_tensor, keep_dims, upcast
+from .common import canonical_dim, convert, is_tensor, keep_dims, upcast
 from .declare import backward_symbol, torchsymbol
-from .elementwise import add, mul, rsqrt, sub
+from .elementwise import add, div, mul, rsqrt, sqrt, sub
 from .prims import new_proxy
-from .reductions import mean
+from .reductions import mean, sum_
 from .rules import derivative, residuals
 
 aten = torch.ops.aten
@@ -325,3 +325,18 @@ def _(b, g):
     _, mean_, rstd = b.output
     ga, gw, gb = group_norm_backward_saved(g_out, p.a, mean_, rstd, p.weight, is_tensor(p.bias), p.num_groups)
     return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
+
+
+# -- weight norm ---------------------------------------------------------------------------
+# ``torch.nn.utils.parametrizations.weight_norm`` computes its weight as ``torch._weight_norm(v, g, dim)``:
+# v * (g / ||v||), the 2-norm taken over every dimension but ``dim`` (over all of them when ``dim`` is -1;
+# PyTorch's norm_except_dim). Its decomposition is differentiated by the rules of these few ops; kept whole,
+# PyTorch's autograd would run it again in backward.
+@torchsymbol(torch._weight_norm)
+def weight_norm(v, g, dim=0):
+    if v.dtype not in (torch.float32, torch.float64) or g.dtype != v.dtype:
+        return NotImplemented  # reduced precision: PyTorch's kernel accumulates the norm in float
+    kept = None if dim == -1 else canonical_dim(dim, v.ndim)
+    dims = tuple(d for d in range(v.ndim) if d != kept)
+    norm = sqrt(sum_(mul(v, v), dims, keepdim=True)) if dims else sqrt(mul(v, v))
+    return mul(v, div(g, norm))

@@ -22,6 +22,7 @@ The ops are declared by family, each with its derivative rules beside it (see ``
 ``losses``         nll, cross entropy, mse
 ``embedding``      embedding, one_hot
 ``convolution``    conv1d/2d/3d, pad, pooling
+``functions``      ``torch.autograd.Function`` subclasses, with the backward they define
 =================  ===========================================================
 
 ``ltorch.<name>`` (this module's attributes, and what printed programs call) finds any of them.
@@ -36,6 +37,7 @@ from . import elementwise, creation, conversion, shape, views, reductions, activ
 from . import linalg, normalization, randomness, attention, losses, embedding, convolution  # noqa: F401
 from . import vjp  # noqa: F401  (the prims' derivative rules and ltorch.eager_vjp)
 from . import collectives  # noqa: F401  (all_reduce, all_gather, reduce_scatter, broadcast, wait)
+from . import functions  # noqa: F401  (torch.autograd.Function subclasses, with their own backward)
 # isort: on
 from .declare import LTORCH, TORCH_SYMBOLS, opaque_symbol, torchsymbol
 

@@ -120,6 +120,22 @@ def t(a):
     return prims.transpose(a, tuple(reversed(range(a.ndim))))
 
 
+# ``x.T`` and friends are properties: TorchDynamo captures them as ``getattr(x, "T")``, which the frontend
+# records as this call (a real tensor's conjugate is the tensor itself, so ``H`` and ``mH`` are transposes too)
+TRANSPOSING_ATTRIBUTES = ("T", "mT", "H", "mH")
+
+
+@torchsymbol(name="tensor_attribute", impl=getattr, tags=VIEW)
+def tensor_attribute(a, name):
+    if name in ("H", "mH") and a.dtype.is_complex:
+        return NotImplemented  # a conjugate view: kept whole
+    if name in ("T", "H"):
+        return prims.transpose(a, tuple(reversed(range(a.ndim))))
+    if name in ("mT", "mH") and a.ndim >= 2:
+        return transpose(a, -2, -1)
+    return NotImplemented  # PyTorch's own error, from the call kept whole
+
+
 @torchsymbol(torch.permute, methods=("permute",), impl=torch.Tensor.permute, tags=VIEW)
 def permute(a, *dims):
     return prims.transpose(a, tuple(canonical_dim(d, a.ndim) for d in shape_arg(dims)))

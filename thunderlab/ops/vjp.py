@@ -719,6 +719,94 @@ def _by_autograd(args, kwargs, backward) -> list:
     return [(p, o) for p, o, w in zip(floats, got, wrt) if w]
 
 
+# ---- custom operators with a registered derivative: their own backward, on the saved forward
+#
+# An operator made with ``torch.library.custom_op`` and given a derivative with
+# ``torch.library.register_autograd(op, backward, setup_context=...)`` (transformers' grouped
+# matmul for mixture-of-experts models) is opaque to thunderlab, but PyTorch's documentation says
+# how autograd differentiates it: ``setup_context(ctx, inputs, output)`` runs after the forward and
+# keeps on ``ctx`` what ``backward(ctx, *grads)`` reads; ``backward`` returns one gradient per input.
+# The backward trace does the same with the forward's inputs and output, instead of running the
+# forward again under autograd as ``eager_vjp`` would.
+
+
+class _Context:
+    """The ``ctx`` a custom operator's ``setup_context`` and ``backward`` share (what they may use of one)."""
+
+    def __init__(self, needs_input_grad: tuple):
+        self.needs_input_grad = needs_input_grad
+        self.saved_tensors: tuple = ()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        pass  # the forward ran already; what needs a gradient was decided there
+
+    def set_materialize_grads(self, value: bool):
+        self.materialize_grads = value
+
+
+def _overload(op):
+    return getattr(op, "default", None) if isinstance(op, torch._ops.OpOverloadPacket) else op
+
+
+def _registered_derivative(op):
+    """The custom operator ``op``'s definition when it has a derivative registered with
+    ``torch.library.register_autograd`` (its ``_backward_fn``), else None."""
+    op = _overload(op)
+    if not isinstance(op, torch._ops.OpOverload):
+        return None
+    opdef = torch._library.custom_ops._maybe_get_opdef(op)
+    return opdef if opdef is not None and opdef._backward_fn is not None else None
+
+
+def _bind(schema, args, kwargs) -> tuple[tuple, dict]:
+    """The operator's positional inputs and its keyword-only ones, defaults filled in (as setup_context gets them)."""
+    pos, kw = [], {}
+    for i, a in enumerate(schema.arguments):
+        value = args[i] if i < len(args) else kwargs.get(a.name, a.default_value)
+        if a.kwarg_only:
+            kw[a.name] = kwargs.get(a.name, a.default_value)
+        else:
+            pos.append(value)
+    return tuple(pos), kw
+
+
+def _custom_op_vjp_impl(qualname, args, kwargs, output, grads, needs_input_grad):
+    op = _overload(_resolve(qualname))
+    opdef = _registered_derivative(op)
+    inputs, keyword_only = _bind(op._schema, args, kwargs)
+    ctx = _Context(needs_input_grad)
+    with torch.no_grad():
+        if opdef._setup_context_fn is not None:
+            if any(a.kwarg_only for a in op._schema.arguments):
+                opdef._setup_context_fn(ctx=ctx, inputs=inputs, keyword_only_inputs=keyword_only, output=output)
+            else:
+                opdef._setup_context_fn(ctx=ctx, inputs=inputs, output=output)
+        outs = [o for o in tree_flatten(output) if isinstance(o, torch.Tensor)]
+        if ctx.materialize_grads:
+            grads = tuple(torch.zeros_like(o) if gr is None else gr for o, gr in zip(outs, grads))
+        got = opdef._backward_fn(ctx, *grads)
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    by_input: dict[int, torch.Tensor] = {}
+    for a, gr in zip(inputs, got):
+        if isinstance(a, torch.Tensor) and isinstance(gr, torch.Tensor):
+            by_input[id(a)] = gr if id(a) not in by_input else by_input[id(a)] + gr
+    # one gradient per floating tensor argument, in order, as eager_vjp gives them (a repeated one gets it once)
+    return tuple(by_input.pop(id(v), None) if id(v) in by_input else torch.zeros_like(v)
+                 for v in _float_tensors(args, kwargs))
+
+
+def _custom_op_vjp_meta(qualname, args, kwargs, output, grads, needs_input_grad):
+    return _eager_vjp_meta(qualname, args, kwargs, grads)
+
+
+custom_op_vjp = backward_symbol("custom_op_vjp", _custom_op_vjp_impl, _custom_op_vjp_meta,
+                                tags={Tag.DONT_RECOMPUTE})
+
+
 def eager_rule(b: BoundSymbol, g):
     """Differentiate ``b`` by running it under PyTorch autograd in the backward trace."""
     grads = tuple(g) if isinstance(g, tuple) else (g,)
@@ -728,6 +816,11 @@ def eager_rule(b: BoundSymbol, g):
         raise NotImplementedError(
             f"{b.sym.qualname} draws random numbers and has no derivative rule, and this call of it did not keep "
             f"the generator's state to replay it from (autodiff's residual variants give it one)")
+    if not b.side_effect and _registered_derivative(b.sym.impl) is not None:
+        inputs, _ = _bind(_overload(b.sym.impl)._schema, b.args, b.kwargs)
+        needs = tuple(isinstance(a, TensorProxy) and a.requires_grad for a in inputs)
+        return _by_autograd(b.args, b.kwargs,
+                            lambda wrt: custom_op_vjp(b.sym.qualname, b.args, b.kwargs, b.output, grads, needs))
     # a call that writes into an argument runs again on copies of the tensors it does not differentiate
     vjp_call = eager_vjp_on_copies if b.side_effect else eager_vjp
 
