@@ -104,6 +104,8 @@ class DirectCalls:
     through Dynamo.
     """
 
+    printing = True  # False: no entry joins the printed function (calls take __call__'s way; for comparisons)
+
     def __init__(self, fn, compiled, backend: Callable):
         self.backend = backend
         self._hits = [0]  # a list, which the printed function shares (it holds no reference to this object)
@@ -234,7 +236,9 @@ class DirectCalls:
 
     def _add_printed(self, entry, check, run, quiet, frame_locals) -> None:
         """Let the printed function run ``entry`` from now on (its guards just passed on ``frame_locals``)."""
-        if len(self._printed) >= _MAX_PRINTED or any(p[0]() is entry.guard_manager for p in self._printed):
+        if not self.printing or len(self._printed) >= _MAX_PRINTED:
+            return
+        if any(p[0]() is entry.guard_manager for p in self._printed):
             return
         variables = self._variables()
         k = next(self._serial)
@@ -323,7 +327,7 @@ class DirectCalls:
         )
         code = compile(src, f"<thunderlab direct calls of {self.func.__qualname__}>", "exec")
         exec(code, env)
-        self.run = env["run"]
+        self.run = env.pop("run")  # its globals are env: kept there too, the two would outlive us as a cycle
         self.run_source = src
 
     def _signature(self) -> inspect.Signature:
