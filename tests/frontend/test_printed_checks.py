@@ -97,6 +97,28 @@ def test_a_changed_global_is_seen():
     torch.testing.assert_close(j(x), torch.cos(x) + 1.0)
 
 
+ACT = torch.relu
+
+
+def test_a_rebound_global_function_is_seen():
+    global ACT
+
+    def f(x):
+        return ACT(x) * 2
+
+    j = thunderlab.jit(f)
+    x = torch.randn(6)
+    _warm(j, x)
+    assert "_program1(" in j.direct.run_source and " is _e" in j.direct.run_source  # printed identity checks
+    try:
+        ACT = torch.tanh
+        assert j.direct.run((x,)) is UNCHECKED
+        torch.testing.assert_close(j(x), torch.tanh(x) * 2)
+    finally:
+        ACT = torch.relu
+    torch.testing.assert_close(j(x), torch.relu(x) * 2)
+
+
 def test_the_same_tensor_twice_is_not_run_by_a_program_for_two():
     j = thunderlab.jit(lambda a, b: a.add_(1) * b)
     a, b = torch.zeros(3), torch.ones(3)

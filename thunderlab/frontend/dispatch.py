@@ -307,16 +307,16 @@ class DirectCalls:
             refuse += [f"_m.{h}" for h in _HOOKS] + [f"_nnm._global{h}" for h in _HOOKS]
         arity = "" if self._star else f"len(args) != {n} or "
         unpack = f"{', '.join(params)}, = args" if params and not self._star else "pass"
-        cells = "".join(f"    _f{i} = _cells[{i}].cell_contents\n" for i in range(len(self._free)))
+        cells = "".join(f"        _f{i} = _cells[{i}].cell_contents\n" for i in range(len(self._free)))
         src = (
             "def run(args):\n"
             f"    if {arity}_cb() is not None:\n        return UNCHECKED\n"
             "    _st = _ev._stance\n"
             f"    if {' or '.join(refuse)}:\n"
             "        return UNCHECKED\n"
-            f"    {unpack}\n{cells}"
+            f"    {unpack}\n"
             "    _k = 0\n"
-            "    try:\n"
+            f"    try:\n{cells}"
             + "".join(f"        {c}\n" for c in checks)
             + "    except Exception:  # a guarded value that reads in an unexpected way: Dynamo's check decides\n"
             "        return UNCHECKED\n"

@@ -179,7 +179,7 @@ def _dict_item(p, v, value, suffix):
     if m is None or type(value) is not dict:
         raise _Unprintable(f"item {suffix!r}")
     key = ast.literal_eval(m.group(1))
-    return f"{v}.get({p.const(key)}, _NIL)", value[key]
+    return f"({v}.get({p.const(key)}, _NIL) if type({v}) is dict else _NIL)", value[key]
 
 
 def _tuple_item(p, v, value, suffix):
@@ -189,7 +189,7 @@ def _tuple_item(p, v, value, suffix):
     index = ast.literal_eval(m.group(1))
     if not isinstance(index, int) or not 0 <= index < len(value):
         raise _Unprintable(f"item {suffix!r}")
-    return f"({v}[{index}] if len({v}) > {index} else _NIL)", value[index]
+    return f"({v}[{index}] if type({v}) is tuple and len({v}) > {index} else _NIL)", value[index]
 
 
 def _generic_dict(p, v, value, suffix):
