@@ -23,7 +23,8 @@ for this DirectCalls, made again whenever a cache entry joins it, that makes the
 and then, for each entry that ran directly before, checks its guards and runs it. An entry's guards are
 printed as Python fixed to the values of the call that first ran it (see guards.py) where its guard
 tree is small and of known kinds, and are Dynamo's C++ check, given the frame's locals, otherwise. An
-entry Dynamo dropped (``torch._dynamo.reset()``) is known by its guard manager being freed, and skipped.
+entry Dynamo dropped (``torch._dynamo.reset()``) is known by its guard manager being freed: the function
+is made again without it then.
 When no printed check passes, ``run`` answers ``UNCHECKED`` and the call takes the way above.
 """
 from __future__ import annotations
@@ -249,7 +250,7 @@ class DirectCalls:
             expr, env = f"_e{k}check({{{items}}})", {f"_e{k}check": check}
         else:
             expr, env = printed
-        self._printed.append((weakref.ref(entry.guard_manager), expr, env, run, quiet,
+        self._printed.append((weakref.ref(entry.guard_manager, _dropped(self)), expr, env, run, quiet,
                               self._program(root, quiet, variables)))
         self._print()
 
@@ -280,10 +281,10 @@ class DirectCalls:
         lead = "_lead, " if self.bound is not None else ""
         call_args = lead + ("*args" if self._star else ", ".join(params))
         checks, runs = [], []
-        for k, (alive, expr, names, run, quiet, program) in enumerate(self._printed, 1):
+        for k, (_alive, expr, names, run, quiet, program) in enumerate(self._printed, 1):
             env.update(names)
-            env[f"_alive{k}"], env[f"_run{k}"], env[f"_quiet{k}"] = alive, run, quiet
-            checks.append(f"{'if' if k == 1 else 'elif'} _alive{k}() is not None and ({expr}): _k = {k}")
+            env[f"_run{k}"], env[f"_quiet{k}"] = run, quiet
+            checks.append(f"{'if' if k == 1 else 'elif'} {expr}: _k = {k}")
             if program is None:
                 runs.append(f"if _k == {k}:\n"
                             f"        return (_run{k} if _profiler._is_profiler_enabled else _quiet{k})({call_args})")
@@ -397,6 +398,20 @@ class DirectCalls:
 
 def _unchecked(args: tuple):
     return UNCHECKED
+
+
+def _dropped(calls: DirectCalls) -> Callable:
+    """The callback of a printed entry's guard-manager weakref: Dynamo dropped the entry (``torch._dynamo.reset()``
+    frees its guard manager at once), so the printed function is made again without it."""
+    ref = weakref.ref(calls)
+
+    def drop(manager_ref):
+        c = ref()
+        if c is not None:
+            c._printed = [p for p in c._printed if p[0] is not manager_ref]
+            c._print()
+
+    return drop
 
 
 def _forget(globals_: dict, names: tuple[str, ...]) -> None:
