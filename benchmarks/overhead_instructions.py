@@ -1,11 +1,9 @@
 """Instructions per call (callgrind) of a one-op function and a tiny module, eager and jitted.
 
-The machine's load moves timings, not instruction counts. One process runs under ``valgrind --tool=callgrind``:
-it sets everything up (jit, compile, warm-up calls of every variant), then for each variant zeroes callgrind's
-counters, makes N calls, and has callgrind write out the counts (the zero and the dump are triggered by calls
-of two libc functions the interpreter makes nowhere else, ``getppid`` and ``getpgrp``, through callgrind's
-``--zero-before`` and ``--dump-before``). The same is done with no call at all ("empty"); a variant's
-instructions per call are its count minus the empty one's, over N.
+The machine's load moves timings, not instruction counts. Each variant is measured as the difference of
+two processes under ``valgrind --tool=callgrind``: both set up the same things (jit, compile, warm-up calls
+of every variant of the variant's family, fn or mod), then one makes N calls of the variant and the other
+none; the difference over N is the variant's instructions per call.
 
 Variants: fn_eager / fn_jit (``lambda x: x + 1`` on a float32[4]); mod_eager / mod_jit (``nn.Linear(8, 8)``
 on a float32[2, 8] under no_grad); mod_grad_eager / mod_grad_jit (the same with grad on, a training program).
@@ -31,63 +29,53 @@ VARIANTS = ("fn_eager", "fn_jit", "mod_eager", "mod_jit", "mod_grad_eager", "mod
 PIPELINE = "dce,cse,autodiff,remat,claim{executors=torch},del"  # as compile_and_overhead.py: the torch executor
 
 
-def child(calls: int, variants: list[str]) -> None:
-    import ctypes
-
+def child(calls: int, family: str, variant: str | None) -> None:
     import torch
 
     import thunderlab
 
-    libc = ctypes.CDLL(None)
-    zero, dump = libc.getppid, libc.getpgrp
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    x = torch.randn(4)
-    fn = lambda t: t + 1  # noqa: E731
-    lin = torch.nn.Linear(8, 8)
-    xm = torch.randn(2, 8)
-    jfn, jmod = thunderlab.jit(fn, pipeline=PIPELINE), thunderlab.jit(lin, pipeline=PIPELINE)
-    no_grad = torch.no_grad()
-    setups = {"fn_eager": (fn, x, False), "fn_jit": (jfn, x, False), "mod_eager": (lin, xm, True),
-              "mod_jit": (jmod, xm, True), "mod_grad_eager": (lin, xm, False), "mod_grad_jit": (jmod, xm, False)}
-    for f, a, ng in setups.values():  # compile and warm up every variant
-        for _ in range(5):
-            if ng:
-                with no_grad:
-                    f(a)
-            else:
+    if family == "fn":
+        x = torch.randn(4)
+        fn = lambda t: t + 1  # noqa: E731
+        setups = {"fn_eager": (fn, x, False), "fn_jit": (thunderlab.jit(fn, pipeline=PIPELINE), x, False)}
+    else:
+        lin, xm = torch.nn.Linear(8, 8), torch.randn(2, 8)
+        jmod = thunderlab.jit(lin, pipeline=PIPELINE)
+        setups = {"mod_eager": (lin, xm, True), "mod_jit": (jmod, xm, True), "mod_grad_eager": (lin, xm, False),
+                  "mod_grad_jit": (jmod, xm, False)}
+    for name in sorted(setups):  # compile and warm up every variant of the family, measured or not
+        f, a, ng = setups[name]
+        with torch.set_grad_enabled(not ng):
+            for _ in range(5):
                 f(a)
-    for name in ["empty", *variants]:
-        f, a, ng = setups.get(name, (None, None, False))
-        n = calls if f is not None else 0
-        if ng:
-            with no_grad:
-                zero()
-                for _ in range(n):
-                    f(a)
-                dump()
-        else:
-            zero()
-            for _ in range(n):
+    if variant is not None:
+        f, a, ng = setups[variant]
+        with torch.set_grad_enabled(not ng):
+            for _ in range(calls):
                 f(a)
-            dump()
 
 
-def measure(calls: int, variants: list[str], thunderlab_dir: Path) -> dict[str, float]:
+def instructions(calls: int, family: str, variant: str | None, thunderlab_dir: Path) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         env = {**os.environ, "PYTHONPATH": str(thunderlab_dir), "OMP_NUM_THREADS": "1"}
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--zero-before=getppid",
-                        "--dump-before=getpgrp", sys.executable, str(Path(__file__).resolve()), "--child",
-                        ",".join(variants), "--calls", str(calls)],
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+                        str(Path(__file__).resolve()), "--child", f"{family}:{variant or ''}", "--calls", str(calls)],
                        check=True, env=env, cwd=thunderlab_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        dumps = sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: int(p.name.rsplit(".", 1)[1]))
-        counts = []
-        for d in dumps:
-            text = d.read_text(errors="replace")
-            counts.append(int(re.findall(r"^(?:summary|totals):\s*(\d+)", text, re.M)[-1]))
-    empty, rest = counts[0], counts[1:]
-    return {"empty_instructions": empty, **{v: (c - empty) / calls for v, c in zip(variants, rest)}}
+        return int(re.findall(r"^(?:summary|totals):\s*(\d+)", out.read_text(errors="replace"), re.M)[-1])
+
+
+def measure(calls: int, variants: list[str], thunderlab_dir: Path) -> dict[str, float]:
+    """Instructions per call of each variant; the processes run two at a time (the machine has two cores)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    families = sorted({v.split("_")[0] for v in variants})
+    jobs = [(f, None) for f in families] + [(v.split("_")[0], v) for v in variants]
+    with ThreadPoolExecutor(2) as pool:
+        counts = dict(zip(jobs, pool.map(lambda j: instructions(calls, j[0], j[1], thunderlab_dir), jobs)))
+    return {v: (counts[(v.split("_")[0], v)] - counts[(v.split("_")[0], None)]) / calls for v in variants}
 
 
 def main() -> None:
@@ -100,7 +88,8 @@ def main() -> None:
     a = ap.parse_args()
     variants = a.variants.split(",")
     if a.child is not None:
-        child(a.calls, a.child.split(","))
+        family, variant = a.child.split(":")
+        child(a.calls, family, variant or None)
         return
     where = Path(a.thunderlab).resolve()
     per_call = measure(a.calls, variants, where)
