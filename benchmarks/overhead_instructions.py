@@ -2,8 +2,10 @@
 
 The machine's load moves timings, not instruction counts. Each variant is measured as the difference of
 two processes under ``valgrind --tool=callgrind``: both set up the same things (jit, compile, warm-up calls
-of every variant of the variant's family, fn or mod), then one makes N calls of the variant and the other
-none; the difference over N is the variant's instructions per call.
+of every variant of the variant's family, fn or mod) with callgrind's instrumentation off (so that the setup
+runs a few times faster), wait until this script has turned it on (``callgrind_control -i on``), then one
+makes N calls of the variant and the other none, and both exit; the difference over N is the variant's
+instructions per call.
 
 Variants: fn_eager / fn_jit (``lambda x: x + 1`` on a float32[4]); mod_eager / mod_jit (``nn.Linear(8, 8)``
 on a float32[2, 8] under no_grad); mod_grad_eager / mod_grad_jit (the same with grad on, a training program).
@@ -22,6 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,20 +53,33 @@ def child(calls: int, family: str, variant: str | None) -> None:
         with torch.set_grad_enabled(not ng):
             for _ in range(5):
                 f(a)
-    if variant is not None:
-        f, a, ng = setups[variant]
-        with torch.set_grad_enabled(not ng):
-            for _ in range(calls):
-                f(a)
+    f, a, ng = setups[variant] if variant is not None else (None, None, False)
+    ready, go = Path(os.environ["OVERHEAD_READY"]), Path(os.environ["OVERHEAD_GO"])
+    ready.touch()
+    while not go.exists():  # the instrumentation is turned on meanwhile
+        time.sleep(0.005)
+    with torch.set_grad_enabled(not ng):
+        for _ in range(calls if f is not None else 0):
+            f(a)
 
 
 def instructions(calls: int, family: str, variant: str | None, thunderlab_dir: Path) -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "callgrind.out"
-        env = {**os.environ, "PYTHONPATH": str(thunderlab_dir), "OMP_NUM_THREADS": "1"}
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-                        str(Path(__file__).resolve()), "--child", f"{family}:{variant or ''}", "--calls", str(calls)],
-                       check=True, env=env, cwd=thunderlab_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out, ready, go = Path(tmp) / "callgrind.out", Path(tmp) / "ready", Path(tmp) / "go"
+        env = {**os.environ, "PYTHONPATH": str(thunderlab_dir), "OMP_NUM_THREADS": "1",
+               "OVERHEAD_READY": str(ready), "OVERHEAD_GO": str(go)}
+        proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
+                                 sys.executable, str(Path(__file__).resolve()), "--child", f"{family}:{variant or ''}",
+                                 "--calls", str(calls)],
+                                env=env, cwd=thunderlab_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while not ready.exists():
+            if proc.poll() is not None:
+                raise RuntimeError(f"the measured process for {family}:{variant} exited early ({proc.returncode})")
+            time.sleep(0.1)
+        subprocess.run(["callgrind_control", "-i", "on", str(proc.pid)], check=True, stdout=subprocess.DEVNULL)
+        go.touch()
+        if proc.wait() != 0:
+            raise RuntimeError(f"the measured process for {family}:{variant} failed ({proc.returncode})")
         return int(re.findall(r"^(?:summary|totals):\s*(\d+)", out.read_text(errors="replace"), re.M)[-1])
 
 
