@@ -1,11 +1,15 @@
 """Compile time and per-call overhead of thunderlab against eager and a pass-through torch.compile.
 
-Two cases, measured in one process:
+Cases, measured in one process (--cases picks some):
   * nanogpt: thunderlab.examples.NanoGPTBlock on a (4, 64, 256) float32 input, under torch.no_grad();
-  * tiny:    `lambda x: x + 1` on a (4,) tensor, where per-call overhead dominates.
+  * tiny:    `lambda x: x + 1` on a (4,) tensor, where per-call overhead dominates;
+  * tiny_module: torch.nn.Linear(8, 8) on a (2, 8) tensor under torch.no_grad();
+  * tiny_module_grad: the same with grad on (a training program, run under autograd).
 
 Variants: eager; passthrough (torch.compile with a backend that returns gm.forward: what TorchDynamo's
-capture and frame machinery cost alone); thunderlab (thunderlab.jit on the torch executor, direct calls on).
+capture and frame machinery cost alone); thunderlab (thunderlab.jit on the torch executor, direct calls on);
+thunderlab_unprinted (the same with no printed direct-call function: every direct call checks Dynamo's guard
+tree and runs Dynamo's bytecode, as before the printed function existed; steady state only).
 For each case:
   * first call of passthrough and thunderlab: torch._dynamo.reset(), gc.collect(), build, call once;
     --cold rounds after one discarded, the two variants in a new order each round. thunderlab's own share
@@ -13,8 +17,10 @@ For each case:
     record's per-pass seconds and the time to re-run the pass pipeline on the captured trace
     (thunderlab.rerun, median of 5);
   * per call, steady state: --repeat rounds, each taking one sample of every variant in a new order (a
-    sample is the mean over a loop of calls); medians, and paired ratios (median over rounds of each
-    round's ratio, with a 95% bootstrap interval: see paired.py), which cancel the machine's drift.
+    sample is the mean over a loop of calls, in CPU seconds of the process: time.process_time, which the
+    other processes on a shared machine move less than the wall clock); medians, and paired ratios (median
+    over rounds of each round's ratio, with a 95% bootstrap interval: see paired.py), which cancel the
+    machine's drift. The load average is recorded before and after.
 
 One throw-away compile runs before any measurement so that first-call numbers exclude the one-time
 import cost of torch._dynamo. The thread count is left at torch's default.
@@ -56,11 +62,18 @@ def passthrough(gm, example_inputs):
 
 
 def sample(fn, args, inner):
-    """Mean seconds of `inner` back-to-back calls."""
-    t0 = time.perf_counter()
+    """Mean CPU seconds of `inner` back-to-back calls."""
+    t0 = time.process_time()
     for _ in range(inner):
         fn(*args)
-    return (time.perf_counter() - t0) / inner
+    return (time.process_time() - t0) / inner
+
+
+def unprinted(fn):
+    """thunderlab.jit with direct calls on but no printed direct-call function (see frontend/dispatch.py)."""
+    j = thunderlab.jit(fn, pipeline=PIPELINE)
+    j.direct.printing = False
+    return j
 
 
 def first_call(make, args):
@@ -84,7 +97,8 @@ def measure(name, fn, args, repeat, inner, cold):
             if i:
                 firsts[v].append(t)
     torch._dynamo.reset()  # both compiled anew for the steady state, side by side
-    live = {"eager": fn, "passthrough": makers["passthrough"](), "thunderlab": makers["thunderlab"]()}
+    live = {"eager": fn, "passthrough": makers["passthrough"](), "thunderlab": makers["thunderlab"](),
+            "thunderlab_unprinted": unprinted(fn)}
     for f in live.values():  # compile and warm up
         for _ in range(5):
             f(*args)
@@ -99,6 +113,7 @@ def measure(name, fn, args, repeat, inner, cold):
          "passthrough_steady_s": statistics.median(times["passthrough"]),
          "thunderlab_first_s": statistics.median(firsts["thunderlab"]),
          "thunderlab_steady_s": statistics.median(times["thunderlab"]),
+         "thunderlab_unprinted_steady_s": statistics.median(times["thunderlab_unprinted"]),
          "thunderlab_own_first_s": statistics.median(own),
          "thunderlab_direct_calls": jfn.cache_info["direct_calls"]}
     rec = thunderlab.last_record(jfn)
@@ -118,7 +133,10 @@ def measure(name, fn, args, repeat, inner, cold):
     }
     r["paired_ratios"] = {"thunderlab/eager": paired_ratio(times["thunderlab"], times["eager"]),
                           "thunderlab/passthrough": paired_ratio(times["thunderlab"], times["passthrough"]),
-                          "passthrough/eager": paired_ratio(times["passthrough"], times["eager"])}
+                          "passthrough/eager": paired_ratio(times["passthrough"], times["eager"]),
+                          "thunderlab_unprinted/eager": paired_ratio(times["thunderlab_unprinted"], times["eager"]),
+                          "thunderlab/thunderlab_unprinted": paired_ratio(times["thunderlab"],
+                                                                          times["thunderlab_unprinted"])}
     return r
 
 
@@ -132,7 +150,9 @@ def print_table(results):
     rows = [
         ("eager per call", "eager_s"), ("passthrough first call", "passthrough_first_s"),
         ("passthrough per call", "passthrough_steady_s"), ("thunderlab first call", "thunderlab_first_s"),
-        ("thunderlab per call", "thunderlab_steady_s"), ("thunderlab own first-call share", "thunderlab_own_first_s"),
+        ("thunderlab per call", "thunderlab_steady_s"),
+        ("thunderlab per call, unprinted", "thunderlab_unprinted_steady_s"),
+        ("thunderlab own first-call share", "thunderlab_own_first_s"),
         ("thunderlab sum of pass seconds", "thunderlab_pass_sum_s"),
         ("thunderlab pipeline rerun", "thunderlab_rerun_s"),
     ]
@@ -155,7 +175,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=30, help="samples per steady-state median")
     ap.add_argument("--cold", type=int, default=5, help="samples per first-call median")
-    ap.add_argument("--tiny-inner", type=int, default=2000, help="calls per sample for the tiny op")
+    ap.add_argument("--tiny-inner", type=int, default=2000, help="calls per sample for the tiny cases")
+    ap.add_argument("--cases", default="nanogpt,tiny,tiny_module,tiny_module_grad", help="which cases to run")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "compile_and_overhead.json"))
     a = ap.parse_args()
 
@@ -163,14 +184,26 @@ def main():
     torch.compile(lambda t: t * 2, backend=passthrough)(torch.ones(2))
     torch._dynamo.reset()
 
+    cases = a.cases.split(",")
+    load_before = os.getloadavg()
     torch.manual_seed(0)
-    block = NanoGPTBlock().eval()
-    x = torch.randn(4, 64, 256, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        nano = measure("nanogpt", block, (x,), a.repeat, 1, a.cold)
-    tiny = measure("tiny", lambda t: t + 1, (torch.randn(4),), a.repeat, a.tiny_inner, a.cold)
-    results = [nano, tiny]
+    results = []
+    if "nanogpt" in cases:
+        block = NanoGPTBlock().eval()
+        x = torch.randn(4, 64, 256, generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            results.append(measure("nanogpt", block, (x,), a.repeat, 1, a.cold))
+    if "tiny" in cases:
+        results.append(measure("tiny", lambda t: t + 1, (torch.randn(4),), a.repeat, a.tiny_inner, a.cold))
+    lin, xm = torch.nn.Linear(8, 8), torch.randn(2, 8)
+    if "tiny_module" in cases:
+        with torch.no_grad():
+            results.append(measure("tiny_module", lin, (xm,), a.repeat, a.tiny_inner, a.cold))
+    if "tiny_module_grad" in cases:
+        results.append(measure("tiny_module_grad", lin, (xm,), a.repeat, a.tiny_inner, a.cold))
     print_table(results)
+    load_after = os.getloadavg()
+    print(f"load average (1, 5, 15 min) before {load_before}, after {load_after}")
 
     report = {
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
@@ -178,7 +211,8 @@ def main():
             "torch": torch.__version__, "python": platform.python_version(), "platform": platform.platform(),
             "processor": platform.processor(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
         },
-        "settings": {"repeat": a.repeat, "cold": a.cold, "tiny_inner": a.tiny_inner},
+        "settings": {"repeat": a.repeat, "cold": a.cold, "tiny_inner": a.tiny_inner, "clock": "process_time"},
+        "load_average": {"before": load_before, "after": load_after},
         "cases": {r["case"]: r for r in results},
     }
     out = Path(a.out)

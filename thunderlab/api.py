@@ -9,7 +9,7 @@ from thunderlab.core import fastpaths
 from thunderlab.core.fastpaths import set_fast_paths
 from thunderlab.core.trace import Trace
 from thunderlab.executors import default_order
-from thunderlab.frontend.dispatch import MISS, DirectCalls
+from thunderlab.frontend.dispatch import MISS, UNCHECKED, DirectCalls
 from thunderlab.frontend.dynamo import Backend, BackendLink
 from thunderlab.inspect.document import SUFFIX, RecordFileError
 from thunderlab.inspect.document import load as _load
@@ -40,8 +40,13 @@ class JitFunction:
             functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
-        if self.direct is not None and fastpaths.enabled():  # a fast path (see thunderlab.core.fastpaths)
-            out = self.direct(args, kwargs)
+        direct = self.direct
+        if direct is not None and fastpaths._enabled:  # a fast path (see thunderlab.core.fastpaths)
+            if not kwargs:
+                out = direct.run(args)  # the printed checks of entries that ran directly before
+                if out is not UNCHECKED:
+                    return out
+            out = direct(args, kwargs)
             if out is not MISS:
                 return out
         return self._compiled(*args, **kwargs)

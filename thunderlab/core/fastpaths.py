@@ -8,6 +8,7 @@ which is the way to rule them out when a result looks wrong. The model tests run
 fast path                   where                                 plain path
 ==========================  ====================================  ==================================
 direct calls                frontend/dispatch.py (JitFunction)    every call through TorchDynamo
+printed direct-call checks  frontend/guards.py, bytecode.py       Dynamo's guard tree and bytecode
 aten entry points           executors/torch.py (implementation)   ``torch.ops.aten.x(...)`` as written
 GELU kernel by size         executors/torch.py (NATIVE_GELU_...)  eager's kernel choice everywhere
 Inductor graph, unguarded   executors/inductor.py (_direct)       TorchDynamo's guarded function

@@ -17,16 +17,32 @@ into other frames after a graph break (those frames must be compiled by Dynamo's
 module has forward or backward hooks, a Dynamo stance other than the default is set, or the
 call is made while Dynamo's hook is active. The Dynamo APIs used here are its debugging
 interface; if one is missing, every call goes through Dynamo.
+
+Calls with positional arguments only take a shorter way first (``DirectCalls.run``): a function printed
+for this DirectCalls, made again whenever a cache entry joins it, that makes the checks above inline
+and then, for each entry that ran directly before, checks its guards and runs it. An entry's guards are
+printed as Python fixed to the values of the call that first ran it (see guards.py) where its guard
+tree is small and of known kinds, and are Dynamo's C++ check, given the frame's locals, otherwise. An
+entry Dynamo dropped (``torch._dynamo.reset()``) is known by its guard manager being freed: the function
+is made again without it then.
+When no printed check passes, ``run`` answers ``UNCHECKED`` and the call takes the way above.
 """
 from __future__ import annotations
 
 import inspect
+import itertools
 import types
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from thunderlab.executors.region import PENDING, start_pending
+from thunderlab.runtime.compiled import CompiledGraph
+
+from .bytecode import plain_call
+from .guards import compile_guards
 
 try:  # Dynamo's debugging interface: cache entries, each with its guard manager and rewritten code
     from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list, get_eval_frame_callback
@@ -41,6 +57,9 @@ except ImportError:  # pragma: no cover - another torch: calls go through Dynamo
     _debug_get_cache_entry_list = None
 
 MISS = object()  # the call must go through Dynamo
+UNCHECKED = object()  # DirectCalls.run: no entry's printed check passed; the call goes to DirectCalls.__call__
+_MAX_PRINTED = 8  # entries a DirectCalls' printed function checks, in the order they first ran directly
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 _UTILS = "__import_torch_dot__dynamo_dot_utils"  # the global by which Dynamo's bytecode reaches torch._dynamo.utils
 _QUIET_UTILS = "__thunderlab_direct_dynamo_utils"  # ours, for calls made while no profiler runs
@@ -86,10 +105,18 @@ class DirectCalls:
     through Dynamo.
     """
 
+    printing = True  # False: no entry joins the printed function (calls take __call__'s way; for comparisons)
+
     def __init__(self, fn, compiled, backend: Callable):
         self.backend = backend
-        self.hits = 0
+        self._hits = [0]  # a list, which the printed function shares (it holds no reference to this object)
         self.why_not = "not called yet"
+        # entries that ran directly, for the printed function: (guard manager's weakref, check expression, names
+        # it uses, runner while a profiler runs, runner while none does, and the program to call in place of the
+        # latter with its inputs and result as expressions, or None), in the order they first ran
+        self._printed: list[tuple[weakref.ref, str, dict, Callable, Callable, tuple | None]] = []
+        self.run: Callable[[tuple], Any] = _unchecked  # see the module's docstring
+        self._serial = itertools.count(1)  # names each printed entry's constants apart
         target = _target(fn, compiled) if _debug_get_cache_entry_list is not None else None
         self.func, self.bound = target if target is not None else (None, None)
         self.module = fn if isinstance(fn, torch.nn.Module) else None
@@ -167,6 +194,9 @@ class DirectCalls:
         listed = self._listed
         if listed is None or count != listed[0] or count < 0:
             listed = self._listed = (count, _debug_get_cache_entry_list(self.code))
+            if any(p[0]() is None for p in self._printed):  # entries Dynamo dropped
+                self._printed = [p for p in self._printed if p[0]() is not None]
+                self._print()
         profiling = torch.autograd.profiler._is_profiler_enabled
         for entry in listed[1]:
             known = self._runnable.get(id(entry.code))
@@ -182,11 +212,124 @@ class DirectCalls:
                 if run is None:
                     self.why_not = ours
                     return MISS
-                self.hits += 1
+                self._hits[0] += 1
+                if not kwargs and (len(args) == self._n_positional or self._star):
+                    self._add_printed(entry, check, run, quiet, frame_locals)
                 return (run if profiling else quiet)(*lead, *args, **kwargs)
         self.why_not = "no cached graph's guards pass (Dynamo compiles a new one)"
         self._listed = None  # Dynamo is about to add one
         return MISS
+
+    @property
+    def hits(self) -> int:
+        """Calls run directly (by ``run`` or by ``__call__``)."""
+        return self._hits[0]
+
+    def _variables(self) -> dict[str, str]:
+        """The variable each frame local is in, in the printed function."""
+        if self._star:
+            return {self.code.co_varnames[0]: "args", self.code.co_varnames[1]: "_kwargs",
+                    **{name: f"_f{i}" for i, (name, _) in enumerate(self._free)}}
+        names = self._names[1:] if self.bound is not None else self._names
+        return {**{name: f"_a{i}" for i, name in enumerate(names)},
+                **({self._names[0]: "_lead"} if self.bound is not None else {}),
+                **{name: f"_f{i}" for i, (name, _) in enumerate(self._free)}}
+
+    def _add_printed(self, entry, check, run, quiet, frame_locals) -> None:
+        """Let the printed function run ``entry`` from now on (its guards just passed on ``frame_locals``)."""
+        if not self.printing or len(self._printed) >= _MAX_PRINTED:
+            return
+        if any(p[0]() is entry.guard_manager for p in self._printed):
+            return
+        variables = self._variables()
+        k = next(self._serial)
+        root = getattr(entry.guard_manager, "root", entry.guard_manager)
+        printed = compile_guards(root, variables, frame_locals, self.func.__globals__, prefix=f"_e{k}")
+        if printed is None:  # Dynamo's own check, on the frame's locals as a dict
+            items = ", ".join(f"{name!r}: {v}" for name, v in variables.items())
+            expr, env = f"_e{k}check({{{items}}})", {f"_e{k}check": check}
+        else:
+            expr, env = printed
+        self._printed.append((weakref.ref(entry.guard_manager, _dropped(self)), expr, env, run, quiet,
+                              self._program(root, quiet, variables)))
+        self._print()
+
+    def _program(self, root, quiet: Callable, variables: dict[str, str]) -> tuple | None:
+        """(the graph, its program entry, the inputs' and the result's expressions) where the entry's bytecode
+        only calls one of our graphs and its guards fix the grad mode (which alone picks a static graph's
+        program); else None, and the bytecode runs."""
+        if not any(type(g).__name__ == "GLOBAL_STATE" for g in root.get_leaf_guards()):
+            return None
+        plain = plain_call(quiet.__code__, "__thunderlab_direct__compiled_fn", _QUIET_UTILS, variables)
+        graph = self.func.__globals__.get(plain.graph) if plain is not None else None
+        program = graph.entry_now() if isinstance(graph, CompiledGraph) else None
+        return None if program is None else (graph, program, plain.inputs, plain.result)
+
+    def _print(self) -> None:
+        """Make ``run`` again for the entries in ``self._printed``."""
+        if not self._printed:
+            self.run = _unchecked
+            return
+        env: dict[str, Any] = {"UNCHECKED": UNCHECKED, "_cb": get_eval_frame_callback, "_ev": _eval_frame,
+                               "_func": self.func, "_code": self.code, "_hits": self._hits, "_kwargs": {},
+                               "_profiler": torch.autograd.profiler, "_lead": self.bound, "_m": self.module,
+                               "_fwd": self._forward, "_nnm": _nn_module if self.module is not None else None,
+                               "_cells": tuple(cell for _, cell in self._free),
+                               "_PENDING": PENDING, "_start_pending": start_pending}
+        n = len(self._names) - (self.bound is not None)
+        params = [f"_a{i}" for i in range(n)]
+        lead = "_lead, " if self.bound is not None else ""
+        call_args = lead + ("*args" if self._star else ", ".join(params))
+        checks, runs = [], []
+        for k, (_alive, expr, names, run, quiet, program) in enumerate(self._printed, 1):
+            env.update(names)
+            env[f"_run{k}"], env[f"_quiet{k}"] = run, quiet
+            checks.append(f"{'if' if k == 1 else 'elif'} {expr}: _k = {k}")
+            if program is None:
+                runs.append(f"if _k == {k}:\n"
+                            f"        return (_run{k} if _profiler._is_profiler_enabled else _quiet{k})({call_args})")
+                continue
+            graph, entry, inputs, result = program  # what the bytecode and the graph's __call__ would do
+            env[f"_graph{k}"], env[f"_program{k}"] = graph, entry.fn
+            lifted = []
+            for i, t in enumerate(entry.lifted):
+                env[f"_lifted{k}_{i}"] = t
+                lifted.append(f"_lifted{k}_{i}")
+            runs.append(f"if _k == {k}:\n"
+                        f"        if _profiler._is_profiler_enabled:\n            return _run{k}({call_args})\n"
+                        f"        _o = _program{k}({', '.join((*inputs, *lifted))})\n"
+                        f"        _graph{k}.hits += 1\n"
+                        f"        if _PENDING:\n            _start_pending()\n"
+                        f"        return {result}")
+        # the checks __call__ makes before it looks at an entry, in the same order
+        refuse = ["_st.stance != 'default'", "_st.backend is not None", "_func.__code__ is not _code"]
+        if self.module is not None:
+            refuse += ["type(_m).forward is not _fwd", "'forward' in _m.__dict__"]
+            refuse += [f"_m.{h}" for h in _HOOKS] + [f"_nnm._global{h}" for h in _HOOKS]
+        arity = "" if self._star else f"len(args) != {n} or "
+        unpack = f"{', '.join(params)}, = args" if params and not self._star else "pass"
+        cells = "".join(f"        _f{i} = _cells[{i}].cell_contents\n" for i in range(len(self._free)))
+        src = (
+            "def run(args):\n"
+            f"    if {arity}_cb() is not None:\n        return UNCHECKED\n"
+            "    _st = _ev._stance\n"
+            f"    if {' or '.join(refuse)}:\n"
+            "        return UNCHECKED\n"
+            f"    {unpack}\n"
+            "    _k = 0\n"
+            f"    try:\n{cells}"
+            + "".join(f"        {c}\n" for c in checks)
+            + "    except Exception:  # a guarded value that reads in an unexpected way: Dynamo's check decides\n"
+            "        return UNCHECKED\n"
+            "    if not _k:\n        return UNCHECKED\n"
+            "    _hits[0] += 1\n"
+            + "".join(f"    {r}\n" for r in runs)
+            + "    return UNCHECKED\n"
+        )
+        code = compile(src, f"<thunderlab direct calls of {self.func.__qualname__}>", "exec")
+        exec(code, env)
+        self.run = env.pop("run")  # its globals are env: kept there too, the two would outlive us as a cycle
+        self.run_source = src
 
     def _signature(self) -> inspect.Signature:
         """The function's signature with the defaults it has now.
@@ -251,6 +394,24 @@ class DirectCalls:
             return code
         globals_[_QUIET_UTILS] = _QUIET
         return _renamed(code, {_UTILS: _QUIET_UTILS})
+
+
+def _unchecked(args: tuple):
+    return UNCHECKED
+
+
+def _dropped(calls: DirectCalls) -> Callable:
+    """The callback of a printed entry's guard-manager weakref: Dynamo dropped the entry (``torch._dynamo.reset()``
+    frees its guard manager at once), so the printed function is made again without it."""
+    ref = weakref.ref(calls)
+
+    def drop(manager_ref):
+        c = ref()
+        if c is not None:
+            c._printed = [p for p in c._printed if p[0] is not manager_ref]
+            c._print()
+
+    return drop
 
 
 def _forget(globals_: dict, names: tuple[str, ...]) -> None:

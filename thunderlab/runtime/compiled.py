@@ -185,6 +185,18 @@ class CompiledGraph:
             start_pending()
         return out
 
+    def entry_now(self) -> _Entry | None:
+        """The entry a call made now would run, where its inputs play no part in choosing it, or None.
+
+        That is a static graph's (its key is the grad mode; TorchDynamo's guards fix the rest) whose program
+        writes no input (no overlap to check per call). Direct calls whose guards fix the grad mode run its
+        ``fn`` themselves, adding to ``hits`` and starting pending compiles as ``__call__`` does.
+        """
+        if not self.static:
+            return None
+        entry = self.cache.get(torch.is_grad_enabled())
+        return entry if entry is not None and not entry.written else None
+
     def release(self) -> None:
         """Let go of the captured graph, the compiled callables and the records (the function was dropped).
 
