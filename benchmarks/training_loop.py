@@ -211,6 +211,40 @@ def torch_phase(rounds: int) -> dict:
             "load": os.getloadavg()}
 
 
+NOISE = ("the machine (2 cores) was shared with other engineers' work during every run: timings are noisy; "
+         "steady_step_cpu_ms (the loop thread's CPU time) is the less load-sensitive figure")
+
+
+def summary(results: dict, phase: dict | None) -> dict:
+    """The figures to read first, per case/variant, rounded."""
+    out = {}
+    for case, variants in results.items():
+        for variant, r in variants.items():
+            if "loop_s" not in r:
+                out[f"{case}/{variant}"] = {"error": r.get("error")}
+                continue
+            row = {"loop_s": round(r["loop_s"], 2), "first_step_s": round(r["first_step_s"], 2),
+                   "steady_step_ms": round(r["steady_step_s"] * 1e3, 1),
+                   "steady_step_cpu_ms": round(r["steady_step_cpu_s"] * 1e3, 1),
+                   "loop_vs_eager": round(r.get("vs_eager", {}).get("loop", float("nan")), 2),
+                   "steady_vs_eager": round(r.get("vs_eager", {}).get("steady_step", float("nan")), 2)}
+            if "regions" in r:
+                row.update(switched_at_end=f"{r['switched_at_end']}/{r['regions']}", first_switch_s=r["first_switch_s"],
+                           last_switch_s=r["last_switch_s"], records=r["records"])
+                w = r.get("worker") or {}
+                if w.get("spawned_s") is not None:
+                    row["worker"] = {"spawned_s": w["spawned_s"], "imported_s": w["imported_s"],
+                                     "imported_cpu_s": round(w["imported_cpu_s"] or 0, 2),
+                                     "compiles": len(w["requests"]),
+                                     "compile_cpu_s": round(sum(q["compile_cpu_s"] or 0 for q in w["requests"]), 2)}
+            row["load_before"] = round(r["load_before"][0], 1)
+            out[f"{case}/{variant}"] = row
+    if phase and "vs_eager" in phase:
+        out["torch_phase_step_cpu_vs_eager"] = {n: f"{p['median']:.3f} [{p['lo95']:.3f}, {p['hi95']:.3f}]"
+                                               for n, p in phase["vs_eager"].items()}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=45)
@@ -221,6 +255,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "training_loop.json"))
     ap.add_argument("--phase-rounds", type=int, default=40,
                     help="rounds of the torch-phase measurement (0: skip it)")
+    ap.add_argument("--label", default="", help="what this run was (code, cache, load): kept beside its results")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # variant:case, run in this process (the parent's child)
     a = ap.parse_args()
     if a.one:
@@ -268,7 +303,7 @@ def main() -> None:
         phase["load_before"] = load_before
         for n, p in phase.get("vs_eager", {}).items():
             print(f"torch phase {n:22s} step CPU vs eager {p['median']:.3f} [{p['lo95']:.3f}, {p['hi95']:.3f}]")
-    report = {
+    run = {
         "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
         "machine": {"torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
                     "torch_threads": 1,
@@ -278,9 +313,17 @@ def main() -> None:
                      "cases": {c: CASES[c] for c in a.cases.split(",")}, "wait_after_loop_s": a.wait,
                      "inductor_cache_dir": a.cache_dir, "executors": "inductor+torch",
                      "loop": "AdamW(wd 0.1, betas 0.9/0.95), warmup+cosine lr, clip_grad_norm_ 1.0, dropout 0.1"},
+        "label": a.label,
+        "summary": summary(results, phase),
         "results": results,
         "torch_phase": phase,
     }
+    # the file keeps every run, newest first, under its findings (written by hand from the runs)
+    report = {"benchmark": "benchmarks/training_loop.py", "noise": NOISE, "findings": [], "runs": []}
+    if os.path.exists(a.out):
+        with open(a.out) as f:
+            report.update(json.load(f))
+    report["runs"] = [run, *report["runs"]]
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(report, f, indent=1)
