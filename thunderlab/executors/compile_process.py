@@ -335,7 +335,13 @@ def serve() -> None:
     """The worker's loop: one request a line in, one answer a line out, until the input closes."""
     out = sys.stdout
     sys.stdout = sys.stderr  # anything a compile prints must not corrupt the answers
-    # the vector instruction set's probes (child processes: mostly waiting) overlap the imports
+    # the vector instruction set's probes (child processes: mostly waiting) overlap the rest of the imports; what
+    # they import is imported here first, so that the two threads never import one module at once
+    import torch._inductor.codecache  # noqa: F401
+    import torch._inductor.cpp_builder  # noqa: F401
+    import torch._inductor.cpu_vec_isa  # noqa: F401
+    import torch.utils._filelock  # noqa: F401
+
     threading.Thread(target=_pick_vec_isa, daemon=True).start()
     import torch._inductor.compile_fx  # noqa: F401  (before the first request comes)
 
