@@ -1,9 +1,9 @@
 """The worker process that compiles tiered CPU regions (README, "Fusion, timings and the tiered start").
 
 In a short training loop the kernels help only if they arrive early, so the worker starts when a tiered
-``thunderlab.jit`` is made (its imports overlap the first call's capture), and only when that function's
-regions may go to Inductor; ``compile_process.timeline()`` says when it started and when each region was
-sent, compiled and answered.
+``thunderlab.jit`` is made (its imports overlap the first call's capture), only when that function's
+regions may go to Inductor and a core is free for it (otherwise when the first region is bound);
+``compile_process.timeline()`` says when it started and when each region was sent, compiled and answered.
 """
 from __future__ import annotations
 
@@ -24,11 +24,13 @@ pytestmark = pytest.mark.skipif(not get_executor("inductor").available()[0], rea
 
 # each case in a fresh process: the worker, once started, lasts as long as its process
 STARTED_AFTER_JIT = """
-import json, torch, thunderlab
+import json, os, torch, thunderlab
 from thunderlab.executors import compile_process
 kind = {kind!r}
+# how busy the machine looks: idle (a core free for the worker), or every core taken by others
+os.getloadavg = lambda: (100.0, 100.0, 100.0) if kind == "busy machine" else (0.0, 0.0, 0.0)
 model = torch.nn.Linear(4, 4)
-if kind == "tiered":
+if kind in ("tiered", "busy machine"):
     thunderlab.jit(model)
 elif kind == "untiered":
     thunderlab.jit(model, tiered=False)
@@ -41,7 +43,7 @@ print(json.dumps(compile_process.timeline()["spawned_at"] is not None))
 
 
 @pytest.mark.parametrize("kind, started", [("tiered", True), ("untiered", False), ("torch only", False),
-                                           ("no fuse", False)])
+                                           ("no fuse", False), ("busy machine", False)])
 def test_worker_starts_when_a_tiered_jit_whose_regions_go_to_inductor_is_made(kind, started):
     env = dict(os.environ, THUNDERLAB_EXECUTORS="inductor+torch",
                PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
@@ -49,6 +51,20 @@ def test_worker_starts_when_a_tiered_jit_whose_regions_go_to_inductor_is_made(ki
                           text=True, timeout=600, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) is started
+
+
+def test_on_a_busy_machine_the_worker_starts_when_the_first_region_is_bound():
+    script = STARTED_AFTER_JIT.format(kind="busy machine").replace("print(json.dumps(", "before = ((") + """
+jm = thunderlab.jit(lambda x: torch.nn.functional.gelu(x) * 2)
+jm(torch.randn(2, 4))  # its region is bound at this call: the worker starts then
+print(json.dumps([before, compile_process.timeline()["spawned_at"] is not None]))
+"""
+    env = dict(os.environ, THUNDERLAB_EXECUTORS="inductor+torch",
+               PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [False, True]
 
 
 def test_timeline_lists_each_region_the_worker_compiled():

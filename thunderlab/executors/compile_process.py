@@ -12,11 +12,12 @@ copied). A region the worker cannot hand back as one plain module (Dynamo split 
 inputs, AOTAutograd adds a wrapper: mutated inputs or aliased outputs, constants on the module)
 comes back with the reason, and is compiled here as before.
 
-The worker starts when the first tiered capture begins whose regions may go to Inductor (``expect``:
-it imports torch and Inductor, seconds, while this process captures and runs the program's first call),
-or at the latest when such a region is bound, and ends with this process (it also ends when its input
-closes). Messages are one JSON object a line on its standard input and output. ``timeline()`` says when
-the worker started, when its imports were done, and when each region was sent, compiled and answered.
+The worker starts when a tiered ``thunderlab.jit`` is made, or a tiered capture begins, whose regions may go
+to Inductor (``expect``: it imports torch and Inductor, seconds, while this process captures and runs the
+program's first call, when a core is free for it), or at the latest when such a region is bound, and ends
+with this process (it also ends when its input closes). Messages are one JSON object a line on its standard
+input and output. ``timeline()`` says when the worker started, when its imports were done, and when each
+region was sent, compiled and answered.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ _spawned_at: float | None = None
 _imported_at: float | None = None
 _imported_cpu_s: float | None = None  # the worker's CPU seconds until its imports were done
 _requests: list[dict] = []
+_prepared = False  # whether this process has prepared to load the worker's modules (see _prepare_loading)
 
 
 def _forget_after_fork() -> None:
@@ -103,7 +105,11 @@ def expect(pipeline: str, args) -> None:
 
     They may when fast paths are on, the pipeline fuses, Inductor is among the executors its ``claim`` is
     given (or the default ones) and can run here, and every tensor input is on the CPU. Starting now
-    rather than when the first region is bound lets the worker's imports overlap the capture and passes.
+    rather than when the first region is bound lets the worker's imports overlap the capture and passes,
+    on a core of their own: when the machine has none free (its load average is not below its core count
+    less one), the imports would only take CPU from the capture (measured: the first call of nanoGPT's
+    loop took twice as long, and the last kernel came no sooner), so the worker starts when the first
+    region is bound, as it would without this call.
     """
     from thunderlab.core import fastpaths
 
@@ -117,8 +123,16 @@ def expect(pipeline: str, args) -> None:
         return
     if any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args):
         return
-    if get_executor("inductor").available()[0]:
+    if _core_free() and get_executor("inductor").available()[0]:
         start()
+
+
+def _core_free() -> bool:
+    """Whether a core is idle for the worker besides the one this process runs on (load average, last minute)."""
+    try:
+        return os.getloadavg()[0] <= (os.cpu_count() or 1) - 1
+    except OSError:  # no load average on this platform
+        return True
 
 
 def timeline() -> dict:
@@ -146,8 +160,6 @@ def _ensure() -> None:
             _worker = _start()
         except OSError as e:
             broken = f"the compile worker did not start: {e}"
-        else:
-            threading.Thread(target=_prepare_loading, name="thunderlab-kernel-loader", daemon=True).start()
 
 
 # the modules an Inductor module for the CPU imports before its first line runs (its wrapper's header)
@@ -156,12 +168,15 @@ _LOADER_IMPORTS = ("torch._inductor.codecache", "torch._inductor.async_compile",
 
 
 def _prepare_loading() -> None:
-    """Do now, while the worker imports and compiles, what loading its first module would otherwise wait for.
+    """Do now, while the worker compiles the first region, what loading its module would otherwise wait for.
 
     Loading a CPU module imports Inductor's runtime (a second of interpreter time) and, to name the kernels'
     library, picks the CPU's vector instruction set: Inductor builds and loads a probe library per candidate
     set, each in a child process (seconds of waiting, the first time in a process). Done at the first load,
-    that delayed the first switch by as long; done here, it overlaps the worker's own start.
+    that delayed the first switch by as long; done once the first request is sent, it overlaps the worker's
+    imports and compile. (Not earlier: on a thread of its own during the first call's capture, the imports
+    would compete with the capture for the interpreter lock, and the first call took longer by more than
+    they cost.)
     """
     import importlib
 
@@ -176,7 +191,7 @@ def _prepare_loading() -> None:
 
 
 def _send(msg: dict) -> dict:
-    global broken, _imported_at, _imported_cpu_s
+    global broken, _imported_at, _imported_cpu_s, _prepared
     with _lock:
         _ensure()
         if broken is not None:
@@ -187,6 +202,9 @@ def _send(msg: dict) -> dict:
         try:
             _worker.stdin.write(json.dumps(msg) + "\n")
             _worker.stdin.flush()
+            if not _prepared:
+                _prepared = True
+                _prepare_loading()
             line = _worker.stdout.readline()  # waits without the interpreter lock
         except (OSError, ValueError) as e:
             line, broken = "", f"the compile worker failed: {e}"
