@@ -15,7 +15,7 @@ const common = { bundle: true, target: "es2020", charset: "utf8", legalComments:
 if (process.argv.includes("--test")) {
   await build({ ...common, entryPoints: [resolve(here, "src/graph/pure.ts")], format: "esm", platform: "neutral",
     outfile: resolve(here, "build-test/graph.mjs") });
-  for (const name of ["payload", "calldiff", "stepinfo", "selection", "kernels", "record", "textdiff", "communication"]) {
+  for (const name of ["payload", "calldiff", "stepinfo", "selection", "kernels", "record", "textdiff", "communication", "race"]) {
     await build({ ...common, entryPoints: [resolve(here, `src/${name}.ts`)], format: "esm", platform: "neutral",
       outfile: resolve(here, `build-test/${name}.mjs`) });
   }

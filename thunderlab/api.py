@@ -64,7 +64,7 @@ class JitFunction:
         return f"<thunderlab.jit {self.backend.name} pipeline={self.options.pipeline!r}>"
 
 
-def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: bool = True,
+def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: bool = True, race: bool = True,
         timing: bool = False, direct: bool = True, keep_inputs: bool = False) -> JitFunction:
     """Compile ``fn`` (a function or nn.Module) with thunderlab; results equal ``fn``'s.
 
@@ -73,6 +73,9 @@ def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: b
     ``tiered=True`` runs each fusion region with torch at once while its kernel compiles in
     the background (``False`` compiles before the first call); ``timing=True`` times every
     region on every call (``thunderlab.last_record(jfn).timings()``).
+    ``race=True``: once a region's kernels are compiled, its next calls take turns between torch and each
+    fusion executor's kernel (a few timed calls each), and the fastest is kept, torch included (the verdict
+    and its times are in ``record.regions[name]["race"]``); ``False`` keeps the kernel once it is compiled.
     ``direct=True`` runs a call whose TorchDynamo guards pass on the bytecode Dynamo made for it,
     without Dynamo's per-call frame machinery; ``False`` sends every call through Dynamo.
     ``keep_inputs=True`` makes records' sessions hold the inputs they were compiled for (by default they hold
@@ -82,7 +85,10 @@ def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: b
         default_order()
     except ValueError as e:
         raise PipelineError(str(e)) from None
-    return JitFunction(fn, Options(pipeline=pipeline, verify=verify, tiered=tiered, timing=timing,
+    if not isinstance(race, bool):
+        raise TypeError(f"thunderlab.jit: race must be True (race each region's versions and keep the fastest) "
+                        f"or False (keep the kernel once compiled), not {race!r}")
+    return JitFunction(fn, Options(pipeline=pipeline, verify=verify, tiered=tiered, race=race, timing=timing,
                                    keep_inputs=keep_inputs), direct=direct)
 
 

@@ -52,9 +52,22 @@ export function readNotes(notes: unknown): Notes {
   for (const [id, why] of Object.entries(left_out && typeof left_out === "object" ? left_out : {})) out.push([Number(id), "fuse", String(why)]);
   return { summary: typeof summary === "string" ? summary : "", facts, declines: out };
 }
+/** A region's race: once its kernels compiled, its calls took turns between torch and each kernel; the lowest median was kept. */
+export interface Race {
+  state: "waiting" | "racing" | "done" | "off";
+  versions: string[];  // in the order calls take them
+  calls: number;  // timed calls per version (after one warm-up call each)
+  times: Record<string, { count: number; median_s: number; min_s: number; samples_s?: number[] }>;
+  winner: string | null;
+  why: string;  // the verdict in words: "inductor 0.41 ms vs torch 0.62 ms, median of 4 calls each: kept inductor"
+  left_out?: Record<string, string>;  // versions not raced, and why
+  started?: number | null;
+}
 export interface Region {
   executor: string; version: string; error: string | null; history: [number, string][];
   timings: Record<string, { count: number; median_s: number; min_s: number }>; code: string | null;
+  /** absent when compiled with race=False, and in payloads written before regions were raced */
+  race?: Race;
 }
 /** One collective's exchanges as timed with timing=True: in flight (issue to its wait returning) and blocked in the wait. */
 export interface Exchange { count: number; median_s: number; min_s: number; total_s: number; blocked_median_s: number; blocked_total_s: number }

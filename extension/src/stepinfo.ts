@@ -1,9 +1,11 @@
 // What a step did, in words, for every view: the inputs by name, whether numbers were compared, the pass's
 // notes (a summary, named facts and declines, one shape for every pass), why calls were not fused, the values saved
-// for backward with their bytes, per-step and per-region timings, and the program linked to source lines.
+// for backward with their bytes, per-step and per-region timings (each region's executor race among them), and the
+// program linked to source lines.
 import { communicationView } from "./communication";
 import { h, ms } from "./dom";
 import { KERNEL_CSS, kernelsView } from "./kernels";
+import { raceView } from "./race";
 import { readNotes, type Call, type InputName, type Payload, type Saved, type Source, type Step, type Verification } from "./payload";
 import type { SelectionModel } from "./selection";
 
@@ -170,6 +172,8 @@ export function stepTimingsView(p: Payload, st: Step): HTMLElement {
   table.append(tb);
   box.append(h("div", { class: "tl-muted" }, timed ? "per fusion region (● the version running now)"
     : "regions not timed: compile with thunderlab.jit(..., timing=True) to time each region"), table);
+  const race = raceView(p.regions);  // the race times the calls it ran, timing=True or not
+  if (race) box.append(race);
   const comm = communicationView(p.regions, p.communication);
   if (comm) box.append(comm);
   box.append(p.kernels ? kernelsView(p.kernels)

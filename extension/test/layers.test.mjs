@@ -15,7 +15,7 @@ const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "..", "src");
 // bottom to top; a file belongs to the first entry that names it or a folder above it
 export const LAYERS = [
   ["bottom", ["payload.ts", "dom.ts", "selection.ts", "textdiff.ts", "json.d.ts"]],
-  ["leaves", ["calldiff.ts", "kernels.ts", "communication.ts", "stepinfo.ts", "graph/"]],
+  ["leaves", ["calldiff.ts", "kernels.ts", "communication.ts", "race.ts", "stepinfo.ts", "graph/"]],
   ["panes", ["panes/"]],
   ["pages", ["record.ts", "lab/"]],
   ["entries", ["report.ts", "widget.ts", "views.ts"]],

@@ -328,3 +328,36 @@ def test_a_dropped_functions_records_keep_their_regions_summary_not_their_kernel
     assert record in thunderlab.records()
     summary = record.timings()[region.name]
     assert summary["running"] == "inductor" and region.source and region.wait(0)
+
+
+def test_nanogpt_block_forward_and_backward_are_one_inductor_region_each_dropout_included():
+    # nanoGPT's block in training (dropout 0.1 on attention and both residuals): Inductor is handed the whole forward
+    # and the whole backward; torch draws the dropout masks before the forward region, as eager draws them
+    from thunderlab.examples import NanoGPTBlock
+
+    torch.manual_seed(0)
+    model = NanoGPTBlock(dropout=0.1).train()
+    ref = NanoGPTBlock(dropout=0.1).train()
+    ref.load_state_dict(model.state_dict())
+    x = torch.randn(2, 16, 256)
+    g = torch.randn(2, 16, 256)
+    j = thunderlab.jit(model, pipeline="dce,cse,autodiff,claim{executors=inductor+torch},fuse,del", tiered=False)
+    xs, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch.manual_seed(1)
+    out = j(xs)
+    out.backward(g)
+    torch.manual_seed(1)
+    want = ref(xr)
+    want.backward(g)
+    torch.testing.assert_close(out, want, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(xs.grad, xr.grad, rtol=1e-4, atol=1e-5)
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=n)
+    rec = thunderlab.last_record(j)
+    fuse = next(s for s in rec.steps if s.spec == "fuse")
+    assert fuse.notes["regions_per_trace"] == {"forward": 1, "backward": 1}
+    assert fuse.notes["boundaries"] == []
+    outside = {b.sym.name for b in rec.program.forward.bound_symbols if not b.sym.is_region and not b.sym.bookkeeping}
+    assert outside == {"full", "bernoulli"}  # the draws: views, linears, attention, layer norms all in the region
+    t = rec.timings()
+    assert len(t) == 2 and all(r["running"] == "inductor" and r["error"] is None for r in t.values()), t

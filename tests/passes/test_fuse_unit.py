@@ -115,3 +115,101 @@ def test_every_region_is_made_in_one_place_and_runs_its_members_with_torch():
     torch.testing.assert_close(got, (x.sin() * 2 + 1).tanh() @ w)
     with pytest.raises(dataclasses.FrozenInstanceError):
         region.sym.impl = None
+
+
+# -- dropout inside a region: torch draws (eager's random stream), the region is not cut --------------------------
+def _dropout_after_linear(x, w, b):
+    y = ltorch.linear(x, w, b)  # eager lays it out row-major
+    return ltorch.add(ltorch.gelu(ltorch.dropout(y, 0.25)), x)
+
+
+def _dropout_after_transpose(x, w, b):
+    y = ltorch.transpose(ltorch.add(ltorch.linear(x, w, b), 1.0), 0, 1)  # a transposed view: not row-major
+    return ltorch.mul(ltorch.dropout(y, 0.25), 2.0)
+
+
+def _eager(fn, args, seed=0):
+    torch.manual_seed(seed)
+    return fn(*args)
+
+
+def test_a_dropout_of_a_region_value_draws_before_the_region_which_stays_whole():
+    before = _claimed(_dropout_after_linear, ("x", (6, 8)), ("w", (8, 8)), ("b", (8,)))
+    after = Fuse()(before)
+    calls = after.forward.bound_symbols
+    regions = [b for b in calls if b.sym.is_region]
+    assert len(regions) == 1, after.forward.python()
+    outside = [b.sym.name for b in calls if not b.sym.is_region]
+    assert outside == ["full", "bernoulli"]  # the draw, into a fresh tensor of the value's shape, first
+    x, w, b = tensors(before.forward)
+    want = _eager(lambda x, w, b: torch.nn.functional.gelu(torch.nn.functional.dropout(x @ w.T + b, 0.25)) + x,
+                  (x, w, b))
+    got = _eager(after.forward.callable(), (x, w, b))
+    assert torch.equal(got, want)  # the same mask: eager's generator, eager's memory order
+    notes = Fuse().describe(before, after)
+    assert notes["regions_per_trace"] == {"forward": 1} and notes["boundaries"] == []
+    assert any("drawn by torch before the region" in d.reason for d in notes.declines)
+
+
+def test_a_dropout_whose_layout_is_unknown_still_cuts_the_region_and_the_notes_say_why():
+    before = _claimed(_dropout_after_transpose, ("x", (6, 8)), ("w", (8, 8)), ("b", (8,)))
+    after = Fuse()(before)
+    assert sum(b.sym.is_region for b in after.forward.bound_symbols) == 2
+    notes = Fuse().describe(before, after)
+    (cut,) = notes["boundaries"]
+    assert cut["symbol"] == "prims.bernoulli" and cut["declined_by"] == "inductor"
+    assert "memory order" in cut["reason"] and "ltorch.transpose" in cut["reason"]
+    x, w, b = tensors(before.forward)
+    want = _eager(lambda x, w, b: torch.nn.functional.dropout((x @ w.T + b + 1.0).t(), 0.25) * 2.0, (x, w, b))
+    assert torch.equal(_eager(after.forward.callable(), (x, w, b)), want)
+
+
+def test_claim_splits_a_dropout_only_for_a_fusion_executor_that_declined_its_draw():
+    alone = Claim(executors=("torch",))(program(lambda x: ltorch.dropout(x, 0.25), ("x", (4,))))
+    assert names(alone.forward) == ["dropout"]  # torch runs it whole, as eager does
+    split = _claimed(lambda x: ltorch.dropout(x, 0.25), ("x", (4,)))
+    by_name = {b.sym.name: b.executor for b in split.forward.bound_symbols}
+    assert by_name == {"bernoulli": "torch", "div": "inductor", "mul": "inductor"}
+
+
+def test_a_dropout_after_softmax_of_a_transposed_value_stays_in_the_region():
+    # softmax writes a contiguous result whatever its input's layout, so its dropout draws in row-major order
+    def attn(x, w, b):
+        s = ltorch.softmax(ltorch.transpose(ltorch.linear(x, w, b), 0, 1), -1)
+        return ltorch.mul(ltorch.dropout(s, 0.25), 3.0)
+
+    before = _claimed(attn, ("x", (6, 8)), ("w", (8, 8)), ("b", (8,)))
+    after = Fuse()(before)
+    assert sum(b.sym.is_region for b in after.forward.bound_symbols) == 1
+    x, w, b = tensors(before.forward)
+    want = _eager(lambda x, w, b: torch.nn.functional.dropout(torch.softmax((x @ w.T + b).t(), -1), 0.25) * 3.0,
+                  (x, w, b))
+    assert torch.equal(_eager(after.forward.callable(), (x, w, b)), want)
+
+
+# -- batch_norm writes its running statistics only in training ---------------------------------------------------
+def _bn(training):
+    def f(x, rm, rv, w, b):
+        y = ltorch.batch_norm(ltorch.relu(x), rm, rv, w, b, training, 0.1, 1e-5)
+        return ltorch.mul(ltorch.sigmoid(y), 2.0)
+    return f
+
+
+_BN_INPUTS = (("x", (4, 3, 5)), ("rm", (3,)), ("rv", (3,)), ("w", (3,)), ("b", (3,)))
+
+
+def test_batch_norm_outside_training_writes_nothing_so_it_joins_the_region():
+    before = _claimed(_bn(False), *_BN_INPUTS)
+    after = Fuse()(before)
+    assert [b.sym.name for b in after.forward.bound_symbols] == ["inductor0"]
+    x, rm, rv, w, b = tensors(before.forward)
+    rv = rv.abs() + 0.5
+    want = torch.sigmoid(torch.nn.functional.batch_norm(x.relu(), rm, rv, w, b, False, 0.1, 1e-5)) * 2.0
+    torch.testing.assert_close(after.forward.callable()(x, rm, rv, w, b), want)
+
+
+def test_batch_norm_in_training_still_stays_in_place_with_its_reason():
+    before = _claimed(_bn(True), *_BN_INPUTS)
+    after = Fuse()(before)
+    bn = next(b for b in after.forward.bound_symbols if b.sym.name == "batch_norm")
+    assert bn.executor == "torch" and ("inductor", "ltorch.batch_norm writes to an argument") in bn.declined

@@ -17,6 +17,10 @@ class RunOptions:
 
     tiered: bool = True  # a region runs with torch while its kernel compiles, then switches to it
     timing: bool = False  # each region times its calls
+    # once its kernels are compiled, a region times each version (torch, its executor's kernel, other fusion
+    # executors' that can run it) on its next calls and keeps the fastest; False keeps the kernel, unraced
+    race: bool = True
+    racers: tuple[str, ...] = ()  # the fusion executors whose kernels may race a region's own (its rivals)
     # the caller's grad mode is on and no backward trace differentiates the program: a region whose inputs
     # require grad must keep autograd's graph, which a compiled kernel does not record
     grad_enabled: bool = False

@@ -3,8 +3,9 @@
 Every fusion executor does the same around its own compiler: take the region's members as a
 trace of their own, bind them to torch (what runs until the fused version is ready, and what
 verification runs), find the region's device, refuse to compile a region whose inputs need
-autograd (no autodiff pass ran, so autograd must see every op), and hand all that to a
-``RegionRunner``, which tiers, times and reports. A subclass supplies two hooks:
+autograd (no autodiff pass ran, so autograd must see every op), find the other fusion executors
+that could run every member (its rivals in the region's race), and hand all that to a
+``RegionRunner``, which tiers, races, times and reports. A subclass supplies two hooks:
 
 * ``compile(region, args)``: the fused callable for this region and the source text to show
   (``compile_in_background``, for a tiered region, may do it elsewhere; by default it is ``compile``);
@@ -20,8 +21,9 @@ import torch
 from thunderlab.core.symbols import BoundSymbol, Kind, Symbol
 from thunderlab.core.trace import Trace
 from thunderlab.ops import prims
+from thunderlab.ops.rules import draws
 
-from .base import Executor, RunOptions, bind
+from .base import EXECUTORS, Executor, RunOptions, bind
 from .region import RegionRunner
 
 NEEDS_AUTODIFF = ("its inputs require grad and no autodiff pass ran, so torch runs it "
@@ -123,16 +125,44 @@ class FusionExecutor(Executor):
         device = next((p.device for p in region.tensor_inputs()), torch.device(self.default_device))
         needs_autograd = options.grad_enabled and any(p.requires_grad for p in region.tensor_inputs())
 
-        def build(args):
-            if needs_autograd:
-                raise RuntimeError(NEEDS_AUTODIFF)
-            return self.compile(region, args)
+        def builders(ex: FusionExecutor):
+            def build(args):
+                if needs_autograd:
+                    raise RuntimeError(NEEDS_AUTODIFF)
+                return ex.compile(region, args)
 
-        def build_in_background(args):
-            if needs_autograd:
-                raise RuntimeError(NEEDS_AUTODIFF)
-            return self.compile_in_background(region, args)
+            def build_in_background(args):
+                if needs_autograd:
+                    raise RuntimeError(NEEDS_AUTODIFF)
+                return ex.compile_in_background(region, args)
 
+            return build, build_in_background
+
+        build, build_in_background = builders(self)
+        rivals = tuple((ex.name, *builders(ex)) for ex in self.rivals(bsym, options.racers)) if options.race else ()
         return RegionRunner(bsym.sym.name, self.name, eager, build, tiered=options.tiered,
                             timing=options.timing, device=device,
-                            compile_in_background=build_in_background)
+                            compile_in_background=build_in_background,
+                            rivals=rivals, race=options.race, race_off=unraceable(bsym))
+
+    def rivals(self, bsym: BoundSymbol, racers: tuple[str, ...]) -> list[FusionExecutor]:
+        """Of the executors named in ``racers``, the other fusion executors that can run here and take every member
+        of the region ``bsym``: their kernels race this executor's (nvFuser and Inductor on a GPU; on CPU only
+        Inductor exists, so its kernel races torch alone)."""
+        out = []
+        for ex in (EXECUTORS[n] for n in racers if n in EXECUTORS):
+            if (isinstance(ex, FusionExecutor) and ex is not self and ex.available()[0]
+                    and all(ex.can_execute(b)[0] for b in bsym.subsymbols)):
+                out.append(ex)
+        return out
+
+
+def unraceable(bsym: BoundSymbol) -> str | None:
+    """Why the region ``bsym`` must not be raced, or None. A race runs each call with one version or another,
+    which is the same only for pure calls: a write to an argument or a random draw would differ by version."""
+    for b in bsym.subsymbols:
+        if b.side_effect:
+            return f"not raced: {b.sym.qualname} writes to an argument, so the kernel runs every call"
+        if draws(b):
+            return f"not raced: {b.sym.qualname} draws random numbers, which each version draws its own way"
+    return None

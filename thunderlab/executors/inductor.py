@@ -60,7 +60,7 @@ class InductorExecutor(FusionExecutor):
             return False, f"{s.qualname} is bookkeeping"
         if s.communicates:
             return False, f"{s.qualname} is a collective: torch.distributed runs it"
-        if bsym.side_effect:
+        if writes(bsym):
             return False, f"{s.qualname} writes to an argument"
         if draws(bsym):  # dropout that drops, attention with dropout: each op says when (ops.rules.DRAWS)
             return False, f"{s.qualname} is random: inductor's generator differs from eager torch's"
@@ -89,6 +89,16 @@ class InductorExecutor(FusionExecutor):
     def describe(self, bsym: BoundSymbol) -> str:
         """The region as the torch program Inductor is handed (its kernels exist once it has run)."""
         return torch_region(bsym).python(source=False, imports=False)
+
+
+def writes(bsym: BoundSymbol) -> bool:
+    """Whether this call writes to an argument. Its symbol's tag says it may (batch_norm updates its running
+    statistics, but only in training); where the call was decomposed, its decomposition says whether this one does."""
+    if not bsym.side_effect:
+        return False
+    if not bsym.subsymbols or Tag.SIDE_EFFECT in bsym.effects:
+        return True
+    return any(writes(s) for s in bsym.subsymbols)
 
 
 def keep_recent(n: int) -> None:

@@ -1,4 +1,13 @@
-"""A fusion region at run time: which version runs (torch first, then the fused kernel), and its timings."""
+"""A fusion region at run time: which version runs (torch first, then the fused kernels raced), and its timings.
+
+A region starts with torch (its members one by one) while its kernels compile in the background: the
+owning executor's, and those of the other fusion executors that can run every member (Inductor and
+nvFuser on a GPU). Once they are compiled it switches to the owner's kernel and, unless the program was
+compiled with ``race=False``, races the versions on the calls that come next: each call runs one version
+(they compute the same values, so which one runs changes nothing beyond its executor's tolerance), in
+turn, one untimed warm-up call each and then ``RACE_CALLS`` timed calls each, and the version with the
+lowest median is kept (torch included: a kernel slower than eager goes back to torch).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -29,6 +38,9 @@ PENDING: list[RegionRunner] = []
 # then still returning through a few frames (TorchDynamo's, the caller's); a compile that took the
 # interpreter lock at once would hold it for a switch interval (5 ms) at a time and slow that return.
 YIELD_S = 0.02
+# timed calls per version in a region's race (after one untimed warm-up call each: a kernel's first call may
+# load or tune it); enough for a median that one slow call (a preempted thread) does not move
+RACE_CALLS = 4
 
 
 def start_pending() -> None:
@@ -52,23 +64,82 @@ def background() -> ThreadPoolExecutor:
         return _pool
 
 
-class RegionRunner:
-    """Runs one region. Starts with ``eager`` and switches to the compiled version when it is ready.
+class Race:
+    """The versions of one region timed against each other on the calls that run anyway; the fastest is kept.
 
-    ``history`` records which version ran and when it switched; with ``timing`` on, every
-    call is timed (CUDA events on a GPU, a synchronized perf_counter on CPU).
+    Plain bookkeeping, driven by the region's calls: ``next`` says which version runs a call and whether
+    it is timed, ``add`` takes its time, and ``done`` is true once every version has ``calls`` times.
+    """
+
+    def __init__(self, versions: list[str], calls: int = RACE_CALLS, left_out: dict[str, str] | None = None):
+        self.order = list(versions)  # the order calls take them in: the owner's kernel, torch, the others
+        self.calls = calls
+        self.samples: dict[str, list[float]] = {v: [] for v in self.order}
+        self.left_out = dict(left_out or {})  # version -> why it is not in the race (its compile failed)
+        self.started = time.time()
+        self.winner: str | None = None
+        self.why = ""
+        self._n = 0
+
+    def next(self) -> tuple[str, bool]:
+        """The version the next call runs, and whether its time counts (the first round only warms up)."""
+        n, self._n = self._n, self._n + 1
+        return self.order[n % len(self.order)], n >= len(self.order)
+
+    def add(self, version: str, seconds: float) -> None:
+        self.samples[version].append(seconds)
+
+    @property
+    def done(self) -> bool:
+        return all(len(t) >= self.calls for t in self.samples.values())
+
+    def decide(self) -> str:
+        """The winner (lowest median; a tie goes to the version earlier in ``order``), and why, in words."""
+        med = {v: statistics.median(t[:self.calls]) for v, t in self.samples.items()}
+        ranked = sorted(self.order, key=lambda v: (med[v], self.order.index(v)))
+        self.winner = ranked[0]
+        times = " vs ".join(f"{v} {med[v] * 1e3:.3g} ms" for v in ranked)
+        verdict = f"kept {self.winner}" if self.winner != "torch" else "back to torch"
+        self.why = f"{times}, median of {self.calls} calls each: {verdict}"
+        return self.winner
+
+    def summary(self) -> dict:
+        """As plain data: state ("racing" or "done"), per version its timed calls, the winner and why."""
+        times = {v: {"count": len(t), "median_s": statistics.median(t), "min_s": min(t), "samples_s": list(t)}
+                 for v, t in self.samples.items() if t}
+        why = self.why or (f"racing: {', '.join(self.order)} take turns, {self.calls} timed calls each "
+                           f"after one warm-up call")
+        if self.left_out:
+            why += "; not raced: " + "; ".join(f"{v} ({w})" for v, w in self.left_out.items())
+        return {"state": "done" if self.winner is not None else "racing", "versions": list(self.order),
+                "calls": self.calls, "times": times, "winner": self.winner, "why": why,
+                "left_out": dict(self.left_out), "started": round(self.started, 3)}
+
+
+class RegionRunner:
+    """Runs one region. Starts with ``eager``, switches to the compiled version when it is ready, then races.
+
+    ``rivals``: the other fusion executors that can run the region, as (name, compile, compile in
+    the background); their kernels compile after the owner's and join the race. ``race=False`` keeps
+    the owner's kernel once compiled (no race); ``race_off`` says why a region is not raced whatever
+    ``race`` says (for example a member with an effect). ``history`` records which version ran and when it
+    switched; with ``timing`` on, every call is timed (CUDA events on a GPU, a perf_counter on CPU).
+    ``clock`` times the race's calls on CPU; ``versions`` maps each version to what it runs.
     """
 
     def __init__(self, name: str, executor: str, eager: Callable,
                  compile: Callable[[tuple], tuple[Callable, list[str]]],
                  *, tiered: bool = True, timing: bool = False, device="cpu",
-                 compile_in_background: Callable[[tuple], tuple[Callable, list[str]]] | None = None):
+                 compile_in_background: Callable[[tuple], tuple[Callable, list[str]]] | None = None,
+                 rivals: tuple = (), race: bool = False, race_off: str | None = None,
+                 clock: Callable[[], float] = time.perf_counter):
         self.name, self.executor = name, executor
         self.fn = eager
         self.version = "torch"
         self.history: list[tuple[float, str]] = [(time.time(), "torch")]
         self.error: str | None = None
         self.source: list[str] = []  # the generated kernel code, once compiled
+        self.sources: dict[str, list[str]] = {}  # per compiled version (the owner's and its rivals'), its code
         self.compile_seconds: float | None = None
         # where the fused version was compiled: "this process", or "worker process" (see compile_process.py),
         # and why a background compile could not go to the worker (None when it went, or was never asked)
@@ -79,6 +150,15 @@ class RegionRunner:
         self._cuda = torch.device(device).type == "cuda"
         self._compile = compile
         self._compile_in_background = compile_in_background or compile  # what the compile thread calls
+        self._rivals = tuple(rivals) if race else ()
+        self._race_wanted = race
+        self._race_off = race_off
+        self.clock = clock  # times the race's calls on CPU
+        # what each version runs: torch from the start, each kernel once compiled; after the race, torch and the winner
+        self.versions: dict[str, Callable] = {"torch": eager}
+        self.race: Race | None = None  # set once every kernel is compiled (when raced), kept when done
+        self._racing = False  # read on every call: true while the race takes the calls
+        self._pending_events: list = []  # a CUDA race call's (version, start, end) events, until they complete
         self._tiered = tiered
         self._started = False
         self._pending: tuple | None = None  # the first call's inputs, until its compile starts
@@ -110,23 +190,41 @@ class RegionRunner:
         if compile_ is None:  # released while it waited in the queue
             self.ready.set()
             return
+        left_out: dict[str, str] = {}
         try:
             # on the worker, the draws the other threads make meanwhile must stand (see generators.py)
             with leaving_generators_alone() if on_worker else contextlib.nullcontext():
-                fn, source = ((self._compile_in_background or compile_) if on_worker else compile_)(args)
-        except Exception as e:  # the region keeps running with torch, and says why
-            self.error = f"{type(e).__name__}: {e}"
-            self.history.append((time.time(), "torch (compile failed)"))
-        else:
-            self.source = source
-            self.compiled_in = getattr(fn, "compiled_in", "this process")
-            self.compiled_here_because = getattr(fn, "compiled_here_because", None)
-            # released while compiling: the kernel is not kept
-            self.fn, self.version = (fn if self._compile is not None else None), self.executor
-            self.history.append((time.time(), self.executor))
+                try:
+                    fn, source = ((self._compile_in_background or compile_) if on_worker else compile_)(args)
+                except Exception as e:  # the region keeps running with torch, and says why
+                    self.error = f"{type(e).__name__}: {e}"
+                    self.history.append((time.time(), "torch (compile failed)"))
+                else:
+                    self.source = self.sources[self.executor] = source
+                    self.compiled_in = getattr(fn, "compiled_in", "this process")
+                    self.compiled_here_because = getattr(fn, "compiled_here_because", None)
+                    if self._compile is not None:  # released while compiling: the kernel is not kept
+                        self.versions[self.executor] = fn
+                    self.fn, self.version = (fn if self._compile is not None else None), self.executor
+                    self.history.append((time.time(), self.executor))
+                    # the rivals compile after the owner's kernel runs: a region is fused as soon as one kernel is
+                    for name, rival, rival_in_background in self._rivals:
+                        if self._compile is None:
+                            break
+                        try:
+                            rfn, rsource = ((rival_in_background or rival) if on_worker else rival)(args)
+                        except Exception as e:
+                            left_out[name] = f"compile failed: {type(e).__name__}: {e}"
+                        else:
+                            self.versions[name], self.sources[name] = rfn, rsource
         finally:
             self.compile_seconds = time.perf_counter() - t0
             args = None  # noqa: F841  (the inputs are let go before anyone waiting is told the build is done)
+            if self._race_wanted and self._race_off is None and len(self.versions) > 1 and self._compile is not None:
+                # turns: the owner's kernel, torch, then the rivals' kernels (a tie goes to the earlier)
+                kernels = [v for v in self.versions if v != "torch"]
+                self.race = Race(kernels[:1] + ["torch"] + kernels[1:], RACE_CALLS, left_out)
+                self._racing = True
             self.ready.set()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -147,12 +245,15 @@ class RegionRunner:
                 self._start_pending()  # called again before the program returned (or outside one)
             else:
                 self._start(args)
+        if self._racing:
+            return self._race_call(args)
         return self._run(args)
 
     def release(self) -> None:
         """Let go of the kernel, its compiler and any inputs kept for compiling it (no program runs this region
         any more); what ran, when and how fast stays for ``summary``."""
         self._compile = self._compile_in_background = self.fn = self._pending = None
+        self.versions, self._rivals, self._racing = {}, (), False
         if self._box is not None:
             self._box.clear()  # a compile still queued drops the inputs it was handed
         self._started = True  # no compile starts from now on
@@ -188,13 +289,88 @@ class RegionRunner:
         TIMING_LISTENERS(self)
         return out
 
+    def _race_call(self, args):
+        """One call of the race: the version whose turn it is runs, timed without waiting for the device."""
+        race = self.race
+        version, counts = race.next()
+        fn = self.versions.get(version)
+        if fn is None:  # released meanwhile
+            return self._run(args)
+        with (torch.profiler.record_function(f"thunderlab::{self.name}") if PROFILING.is_set()
+              else contextlib.nullcontext()):
+            if self._cuda:
+                # events are read once they complete, at a later call: a race call never waits for the GPU
+                self._collect_events()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                out = fn(*args)
+                end.record()
+                if counts:
+                    self._pending_events.append((version, start, end))
+            else:
+                t0 = self.clock()
+                out = fn(*args)
+                seconds = self.clock() - t0
+                if counts:
+                    race.add(version, seconds)
+        if not self._cuda and self.timing:
+            self.times.setdefault(version, deque(maxlen=10000)).append(seconds)
+        if race.done:
+            self._finish_race()
+        elif self.timing:
+            TIMING_LISTENERS(self)
+        return out
+
+    def _collect_events(self) -> None:
+        still = []
+        for version, start, end in self._pending_events:
+            if end.query():
+                seconds = start.elapsed_time(end) / 1e3
+                self.race.add(version, seconds)
+                if self.timing:
+                    self.times.setdefault(version, deque(maxlen=10000)).append(seconds)
+            else:
+                still.append((version, start, end))
+        self._pending_events = still
+
+    def _finish_race(self) -> None:
+        winner = self.race.decide()
+        self._racing = False
+        self.fn = self.versions[winner]
+        if winner in self.sources:  # the code shown is the kernel that runs (the owner's when torch won)
+            self.source = self.sources[winner]
+        if winner != self.version:
+            self.version = winner
+            self.history.append((time.time(), winner))
+        # the losing kernels go (torch stays: it is what verification and a re-run start from)
+        self.versions = {v: f for v, f in self.versions.items() if v in (winner, "torch")}
+        TIMING_LISTENERS(self)  # the sidebar hears the verdict at once
+
     def stats(self) -> dict:
         """Per version: count, median and min seconds."""
         return {v: {"count": len(t), "median_s": statistics.median(t), "min_s": min(t)}
                 for v, t in self.times.items() if t}
 
+    def race_summary(self) -> dict | None:
+        """The race as plain data (see ``Race.summary``); None when the program was compiled with race=False."""
+        if not self._race_wanted:
+            return None
+        if self.race is not None:
+            return self.race.summary()
+        if self._race_off is not None:
+            why = self._race_off
+        elif not self.ready.is_set():
+            why = "waiting for the kernels to compile; the race starts at the call after"
+        elif self.error is not None:
+            why = f"no race: the kernel did not compile ({self.error.splitlines()[0]}), so torch runs it"
+        else:
+            why = "no race: there is no compiled version to race against torch"
+        return {"state": "waiting" if not self.ready.is_set() and self._race_off is None else "off",
+                "versions": [], "calls": RACE_CALLS, "times": {}, "winner": None, "why": why, "left_out": {},
+                "started": None}
+
     def summary(self) -> dict:
         return {"name": self.name, "executor": self.executor, "running": self.version,
                 "history": [(round(t, 3), v) for t, v in self.history], "error": self.error,
                 "compile_seconds": self.compile_seconds, "timings": self.stats(),
-                "device": "cuda" if self._cuda else "cpu"}
+                "device": "cuda" if self._cuda else "cpu", "race": self.race_summary()}

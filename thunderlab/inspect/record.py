@@ -9,6 +9,8 @@ from typing import Any
 from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 
+from . import packed
+
 
 @dataclass(slots=True)  # slots: a record keeps one per step for as long as its function lives
 class Verification:
@@ -91,6 +93,8 @@ class CompileRecord:
     name: str
     inputs: list[str]
     pipeline: str
+    # every pass's step; a closed record that was not used lately keeps them packed (see ``close``), and reading
+    # ``steps`` unpacks them: a property, set up below the class
     steps: list[Step] = field(default_factory=list)
     error: str | None = None
     created: float = field(default_factory=time.time)
@@ -112,19 +116,52 @@ class CompileRecord:
     document: dict | None = field(default=None, repr=False)
     source_file: str | None = field(default=None, repr=False)  # the file it was loaded from
 
+    # the steps' state besides ``steps`` itself (see ``_steps``): packed (a ``packed.Packed``), and whether the
+    # record was closed
+    _packed = None
+    _closed = False
+
+    def close(self) -> None:
+        """No step will be added from now on: while the record is not among the recently used, it keeps its steps
+        packed into one block of bytes, unpacked again when they are read (see ``thunderlab.inspect.packed``)."""
+        if not self._closed and self.document is None:
+            self._closed = True
+            packed.touch(self)
+
+    def pack(self) -> bool:
+        """Pack this closed record's steps now (see ``close``); False if it keeps them as they are (not closed, or
+        a step refers to something that cannot be copied, which then stays as it was)."""
+        with packed.LOCK:
+            steps = self.__dict__.get("_steps")
+            if steps is None or not self._closed:
+                return steps is None
+            try:
+                self._packed = packed.Packed(steps)
+            except Exception:  # (pickling) a value that cannot be copied: the record keeps its steps as they are
+                return False
+            self._steps = None
+            packed.forget(self)
+            return True
+
+    @property
+    def packed(self) -> bool:
+        """Whether the steps are packed now (see ``close``)."""
+        return self._packed is not None
+
     @property
     def loaded(self) -> bool:
         """Whether this record was read from a file: it has its steps' text, graphs and diffs, but no running code."""
         return self.document is not None
 
     def timings(self) -> dict:
-        """Per fusion region: which version runs, when it switched, and count/median/min per version.
+        """Per fusion region: which version runs, when it switched, count/median/min per version, and its race
+        (None when compiled with ``race=False``).
 
         As of the record's snapshot (see ``regions``); ``thunderlab.session(rec).timings()`` reads the running
         regions of a live record.
         """
         return {name: {"executor": r["executor"], "running": r["version"], "error": r["error"],
-                       "history": r["history"], "timings": r["timings"]}
+                       "history": r["history"], "timings": r["timings"], "race": r.get("race")}
                 for name, r in self.regions.items()}
 
     @property
@@ -211,5 +248,29 @@ class CompileRecord:
         return "\n".join(rows)
 
     def __repr__(self) -> str:
-        status = f"error: {self.error.splitlines()[0]}" if self.error else f"{len(self.steps)} steps"
+        count = self._packed.count if self._packed is not None else len(self.steps)  # not unpacked to be shown
+        status = f"error: {self.error.splitlines()[0]}" if self.error else f"{count} steps"
         return f"<CompileRecord {self.name} [{self.pipeline}] {status}>"
+
+
+def _steps(record: CompileRecord) -> list[Step]:
+    steps = record.__dict__["_steps"]
+    if steps is None:
+        with packed.LOCK:
+            if record._steps is None:
+                record._steps, record._packed = record._packed.unpack(), None
+            packed.touch(record)
+            return record._steps
+    if record._closed:
+        packed.touch(record)
+    return steps
+
+
+def _set_steps(record: CompileRecord, steps: list[Step]) -> None:
+    with packed.LOCK:
+        record._steps, record._packed = steps, None
+
+
+# ``steps`` is a field (the constructor takes it, equality compares it) read through a property, which unpacks
+# packed steps; installed after the dataclass is made, so the generated __init__ sets it through the property
+CompileRecord.steps = property(_steps, _set_steps, doc="Every pass's step, step 0 the capture.")

@@ -150,6 +150,8 @@ class RecordPayload:
                 code = described.get(name, {}).get("description")
             out[name] = {"executor": r["executor"], "version": r["version"], "error": r["error"],
                          "history": jsonable(r["history"]), "timings": jsonable(r["timings"]), "code": code}
+            if r.get("race") is not None:  # compiled with race=False, or before regions were raced: none
+                out[name]["race"] = jsonable(r["race"])
         return out
 
     def summary(self) -> dict:

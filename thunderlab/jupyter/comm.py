@@ -31,7 +31,8 @@ def _row(i: int, r) -> dict:
 def _timings(i: int, r) -> dict:
     refresh([r])
     return {"record": i, "regions": {n: {"executor": s["executor"], "version": s["version"],
-                                         "device": s.get("device", "cpu"), "timings": jsonable(s["timings"])}
+                                         "device": s.get("device", "cpu"), "timings": jsonable(s["timings"]),
+                                         "race": jsonable(s.get("race"))}
                                      for n, s in r.regions.items()},
             "communication": jsonable(r.communication)}
 

@@ -42,6 +42,8 @@ def _claim(b: BoundSymbol, executors, decompose) -> list[BoundSymbol]:
             if ok:
                 ok, why = ex.can_execute(b)
             if ok:
+                if not ex.fusion and _draws_apart(b, declined):
+                    return claim_symbols(b.subsymbols, executors, decompose)
                 return [b.replace(executor=ex.name, declined=tuple(declined))]
             declined.append((ex.name, why or "declined"))
     if b.subsymbols:
@@ -49,6 +51,28 @@ def _claim(b: BoundSymbol, executors, decompose) -> list[BoundSymbol]:
     reasons = "; ".join(f"{n}: {w}" for n, w in declined) or "no executors given"
     raise ClaimError(f"no executor can run {b.sym.qualname} (id {b.id}) and it has no decomposition ({reasons}); "
                      f"add 'torch' to the executors")
+
+
+# Draws that read one tensor argument only for its layout (shape, dtype, device, memory order): qualname -> that
+# argument's position. Torch runs them, so they draw what eager draws, and ``fuse`` can run them before a region
+# (see fuse._free_draws) rather than cut it.
+LAYOUT_ONLY_DRAWS = {"prims.bernoulli": 0}
+
+
+def _draws_apart(b: BoundSymbol, declined) -> bool:
+    """Whether ``b``, which a fusion executor declined because it draws random numbers, is better decomposed:
+    its decomposition draws only through layout-only draws (torch runs them; the fusion executor can take the
+    rest), where kept whole torch would run all of it, and a region would end there."""
+    if not (b.subsymbols and b.random and any(getattr(EXECUTORS.get(n), "fusion", False) for n, _ in declined)):
+        return False
+    todo = list(b.subsymbols)
+    while todo:
+        s = todo.pop()
+        if s.random and not s.subsymbols and s.sym.qualname not in LAYOUT_ONLY_DRAWS:
+            return False
+        if s.random:
+            todo.extend(s.subsymbols)
+    return True
 
 
 @register_pass

@@ -1,16 +1,19 @@
 """fuse: group the calls a fusion executor claimed into regions, by dataflow, without cycles."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from thunderlab.core.notes import Decline, Notes
 from thunderlab.core.program import Program
-from thunderlab.core.symbols import BoundSymbol
+from thunderlab.core.symbols import BoundSymbol, Symbol
 from thunderlab.core.trace import Trace
 from thunderlab.executors.base import EXECUTORS
 from thunderlab.executors.fusion import make_region
+from thunderlab.ops import activations, elementwise, prims
 
 from .base import Pass, register_pass
+from .claim import LAYOUT_ONLY_DRAWS
 
 
 @dataclass
@@ -18,6 +21,118 @@ class _Group:
     gid: int
     executor: str
     members: list[BoundSymbol]
+
+
+# A layout-only draw (claim.LAYOUT_ONLY_DRAWS: it fills a new tensor laid out like one argument, in memory order) of a
+# value a region computes would cut the region in two: torch draws, to keep eager's random stream, between the value
+# and its use. Given a fresh row-major tensor of the value's shape instead, it runs before the region and draws the
+# same numbers, where eager lays the value out row-major (which the rules below tell).
+
+# Where eager's CPU kernels lay a call's outputs out row-major (contiguous): calls that always make fresh contiguous
+# tensors, whatever their inputs' layout (softmax and log_softmax included: their kernels write a contiguous result)...
+_FRESH = frozenset({"ltorch.linear", "prims.linear", "ltorch.matmul", "prims.matmul", "ltorch.bmm", "ltorch.mm",
+                    "ltorch.contiguous", "ltorch.embedding", "ltorch.native_layer_norm", "ltorch.layer_norm",
+                    "ltorch.softmax", "ltorch.log_softmax", "prims.full", "prims.iota"})
+# ...views that keep a row-major tensor row-major (a new shape over the same memory order)...
+_KEEP = frozenset({"ltorch.view", "ltorch.reshape", "prims.reshape", "ltorch.flatten", "ltorch.unflatten",
+                   "ltorch.view_as", "ltorch.unsqueeze", "ltorch.squeeze", "prims.squeeze"})
+# ...and views that broadcast one (stride 0 along new dimensions: not row-major, but no vote on an elementwise
+# result's layout, which TensorIterator takes from its other operands)
+_BROADCAST = frozenset({"prims.broadcast_in_dim", "ltorch.expand", "ltorch.expand_as", "ltorch.broadcast_to"})
+
+
+@functools.cache
+def _elementwise() -> frozenset:
+    """Calls whose output is laid out like their operands (eager's TensorIterator; tril): row-major in, row-major
+    out."""
+    names = {s.qualname for s in vars(elementwise).values() if isinstance(s, Symbol)}
+    names |= {f"prims.{n}" for table in (prims.UNARY, prims.PREDICATES, prims.BINARY, prims.COMPARISONS)
+              for n in table}
+    names |= {"prims.where", "prims.convert_element_type", "ltorch.tril", "ltorch.triu"}
+    names |= {s.qualname for s in (activations.gelu, activations.relu, activations.silu, activations.softplus,
+                                   activations.leaky_relu, activations.elu, activations.hardtanh,
+                                   activations.relu6)}
+    return frozenset(names)
+
+
+def _row_major(trace: Trace) -> tuple[set[str], set[str]]:
+    """(values eager lays out row-major, values that broadcast a row-major one), as far as the rules above tell;
+    a trace's inputs and whatever no rule covers count as unknown."""
+    row: set[str] = set()
+    spread: set[str] = set()
+    pointwise = _elementwise()
+    for b in trace.bound_symbols:
+        q = b.sym.qualname
+        ins = b.inputs
+        if q in _FRESH:
+            ok = True
+        elif q in _KEEP:
+            ok = bool(ins) and ins[0].name in row
+        elif q in _BROADCAST:
+            if ins and ins[0].name in row:
+                spread.update(p.name for p in b.outputs)
+            continue
+        elif q in pointwise:
+            # TensorIterator orders the output's dimensions as the first operand whose strides tell them apart
+            # does: row-major if that is the first full-shape operand not broadcast, it is row-major, and every
+            # operand before it is row-major or broadcasts a row-major value (then it agrees where it votes)
+            shape = b.outputs[0].shape if b.outputs else None
+            ok = False
+            for p in ins:
+                if p.shape == shape and p.name not in spread:
+                    ok = p.name in row
+                    break
+                if p.name not in row and p.name not in spread:
+                    break
+        else:
+            ok = False
+        if ok:
+            row.update(p.name for p in b.outputs)
+    return row, spread
+
+
+def _free_draws(trace: Trace) -> tuple[Trace, dict[int, str]]:
+    """The trace with each layout-only draw of a row-major value a fusion executor computes given a fresh tensor of
+    its shape instead (so it no longer waits for the region, and the region is not cut); and, for each draw left
+    reading a region's value, why. The draws keep their order, so they draw what they drew before.
+    """
+    row = None
+    made_by: dict[str, BoundSymbol] = {p.name: b for b in trace.bound_symbols for p in b.outputs}
+    out: list[BoundSymbol] = []
+    why: dict[int, str] = {}
+    scratch = None
+    for b in trace.bound_symbols:
+        pos = LAYOUT_ONLY_DRAWS.get(b.sym.qualname)
+        a = b.args[pos] if pos is not None and len(b.args) > pos else None
+        maker = made_by.get(getattr(a, "name", None))
+        if maker is None or not _fuses(maker) or a.device.type != "cpu":  # the layout rules are eager's on CPU
+            out.append(b)
+            continue
+        if row is None:
+            row = _row_major(trace)[0]
+        if a.name not in row:
+            why[b.id] = (f"{b.sym.qualname} draws in the memory order of {a.name} ({maker.sym.qualname}), "
+                         f"which eager may not lay out row-major, so torch draws it from the region's value")
+            out.append(b)
+            continue
+        if scratch is None:
+            scratch = trace.derive(bound_symbols=[])
+        with scratch.active():
+            fresh = prims.full(a.shape, 0, dtype=a.dtype, device=a.device)
+        out.extend(c.replace(executor="torch") for c in scratch.bound_symbols)
+        scratch.bound_symbols.clear()
+        moved = (f"drawn by torch before the region (eager's random stream), laid out as {a.name}: a fresh "
+                 f"row-major tensor of its shape, as {maker.sym.qualname} makes it")
+        out.append(b.replace(args=b.args[:pos] + (fresh,) + b.args[pos + 1:],
+                             declined=b.declined + ((b.declined[-1][0] if b.declined else "fuse", moved),)))
+    if scratch is None:
+        return trace, why
+    return trace.derive(bound_symbols=out, _counter=scratch._counter, _names=scratch._names), why
+
+
+def _fuses(b: BoundSymbol) -> bool:
+    ex = EXECUTORS.get(b.executor or "torch")
+    return ex is not None and ex.fusion and not b.sym.is_region
 
 
 def _plan(trace: Trace, max_size: int):
@@ -76,8 +191,10 @@ def _plan(trace: Trace, max_size: int):
         elif b.sym.communicates:
             open_groups.clear()  # collectives keep their place and order: no region spans one
             why[b.id] = "communicates with other processes (torch.distributed), so it stays in place"
-        elif b.side_effect:
-            open_groups.clear()  # a write orders everything around it: no region spans it
+        elif b.side_effect and not (ex is not None and ex.fusion):
+            # a write orders everything around it: no region spans it (a fusion executor that claimed a call whose
+            # symbol may write found that this one does not: batch_norm outside training)
+            open_groups.clear()
             why[b.id] = "writes to an argument, so it stays in place"
         elif ex is None or not ex.fusion:
             why[b.id] = f"claimed by {b.executor or 'torch'}, which does not fuse"
@@ -118,6 +235,11 @@ def _order(units: list, deps: dict[int, set[int]], key: dict[int, int]) -> list:
 
 
 def fuse_trace(trace: Trace, counter: list[int], max_size: int) -> Trace:
+    trace, kept_draws = _free_draws(trace)
+    if kept_draws:  # the reason a draw still cuts a region is the fusion executor's, beside its own decline
+        trace = trace.derive(bound_symbols=[
+            b.replace(declined=b.declined + (((b.declined[-1][0] if b.declined else "fuse"), kept_draws[b.id]),))
+            if b.id in kept_draws else b for b in trace.bound_symbols])
     groups, group_of, why = _plan(trace, max_size)
     bsyms = trace.bound_symbols
     out_names = {p.name for p in trace.output_proxies()}
@@ -154,7 +276,7 @@ def fuse_trace(trace: Trace, counter: list[int], max_size: int) -> Trace:
                 deps[u].add(d)
         if last_barrier is not None and last_barrier != u:
             deps[u].add(last_barrier)
-        if b.side_effect or b.sym.communicates:
+        if (b.side_effect and not _fuses(b)) or b.sym.communicates:  # as in _plan: a claimed call does not write
             deps[u] |= {unit_of_call[j] for j in range(i)} - {u}
             last_barrier = u
         for o in b.outputs:
@@ -225,4 +347,29 @@ class Fuse(Pass):
                    else "no region")
         if left_out:
             summary += f"; {len(left_out)} calls left to torch"
-        return Notes(summary, {"regions": regions}, tuple(left_out))
+        cuts = [c for t in after for c in _boundaries(t)]
+        if cuts:
+            summary += f"; {len(cuts)} between regions"
+        per_trace = {t.name: sum(1 for b in t.bound_symbols if b.sym.is_region) for t in after}
+        return Notes(summary, {"regions": regions, "regions_per_trace": per_trace, "boundaries": cuts},
+                     tuple(left_out))
+
+
+def _boundaries(trace: Trace) -> list[dict]:
+    """The calls outside regions that read a region's value and make one a later region reads: what keeps those
+    regions apart, with the executor that declined each and why."""
+    made_in_region: set[str] = set()
+    read_by_region: set[str] = set()
+    for b in trace.bound_symbols:
+        if b.sym.is_region:
+            made_in_region.update(p.name for p in b.outputs)
+            read_by_region.update(p.name for p in b.inputs)
+    out = []
+    for b in trace.bound_symbols:
+        if b.sym.is_region or not any(p.name in made_in_region for p in b.inputs):
+            continue
+        if any(p.name in read_by_region for p in b.outputs):
+            executor, reason = b.declined[-1] if b.declined else (b.executor or "torch", "not claimed")
+            out.append({"trace": trace.name, "call": b.id, "symbol": b.sym.qualname, "declined_by": executor,
+                        "reason": reason})
+    return out

@@ -13,7 +13,7 @@ from thunderlab.core.aliases import overlap_with, with_input_views, with_recorde
 from thunderlab.core.amp import without_autocast
 from thunderlab.core.listeners import Listeners
 from thunderlab.core.program import Program
-from thunderlab.executors import compile_process, inductor
+from thunderlab.executors import compile_process, default_order, inductor
 from thunderlab.executors.base import RunOptions, bind
 from thunderlab.executors.communication import CommunicationTimer
 from thunderlab.executors.region import PENDING, PROFILING, start_pending
@@ -81,6 +81,7 @@ def set_limits(*, records: int | None = None, shapes: int | None = None,
 def keep(record: CompileRecord) -> None:
     """Add a record made in this process (a compile's, a re-run's) to the process's list, and tell the listeners."""
     _RECORDS.append(record)
+    record.close()  # complete: it may keep its steps packed once others are used (see CompileRecord.close)
     _announce(record)
 
 
@@ -95,6 +96,7 @@ class Options:
     pipeline: str = DEFAULT_PIPELINE
     verify: bool = False  # numerics after every pass on the captured inputs (runs the program per step)
     tiered: bool = True  # fused regions start on torch and switch when their kernel is compiled
+    race: bool = True  # then time each version (torch, each fusion executor's kernel) and keep the fastest
     timing: bool = False  # time every region on every call
     keep_inputs: bool = False  # records hold the compiled-for inputs strongly (default: weakly, unless verify)
 
@@ -212,6 +214,7 @@ class CompiledGraph:
         try:
             return self._compile(record, args, key)
         finally:
+            record.close()  # complete, made or failed (see CompileRecord.close)
             _announce(record)
 
     def _compile(self, record: CompileRecord, args, key) -> _Entry:
@@ -252,7 +255,8 @@ class CompiledGraph:
         if error:
             record.error = error
             raise CompileError(error, record)
-        fn = _program_callable(session, program, final, tiered=self.options.tiered, timing=self.options.timing)
+        fn = _program_callable(session, program, final, tiered=self.options.tiered, timing=self.options.timing,
+                               race=self.options.race)
         session.runner = _marked(fn, record.uid)
         session.refresh()
         _drop_caches(record)
@@ -276,11 +280,14 @@ def _drop_caches(record: CompileRecord) -> None:
                     b.drop_caches()
 
 
-def _program_callable(session: Session, captured: Program, final: Program, *, tiered: bool, timing: bool):
+def _program_callable(session: Session, captured: Program, final: Program, *, tiered: bool, timing: bool,
+                      race: bool = True):
     """The function running ``final`` (all inputs, lifted ones included); its regions' runners land in the session."""
     boundary = captured.boundary  # the frontend's word on writes and aliases, whatever the passes did
     # with a backward trace, regions run inside an autograd.Function, where no op records a graph
-    run_options = RunOptions(tiered=tiered, timing=timing,
+    record = session._record()
+    racers = _racers(record.pipeline) if race and record is not None else ()
+    run_options = RunOptions(tiered=tiered, timing=timing, race=race, racers=racers,
                              grad_enabled=torch.is_grad_enabled() and "backward" not in final.traces)
     off = tuple(device for device, _ in boundary.autocast)  # called under torch.autocast: its casts are in the program
     if timing:
@@ -299,6 +306,15 @@ def _program_callable(session: Session, captured: Program, final: Program, *, ti
     if boundary.input_views:
         fn = with_input_views(fn, boundary.input_views)
     return fn
+
+
+def _racers(pipeline: str) -> tuple[str, ...]:
+    """The executors whose kernels may race a region: those the pipeline's claim lists (the default order when it
+    names none), so a region is never raced on an executor the pipeline left out."""
+    for spec in Pipeline.parse(pipeline).specs:
+        if spec.name == "claim" and spec.enabled:
+            return tuple(spec.instantiate().executors) or default_order()
+    return default_order()
 
 
 # a profiled call of a record's program is marked with this and the record's uid (see runtime/profile.py)

@@ -83,13 +83,14 @@ class Session:
         return done
 
     def timings(self) -> dict:
-        """Per fusion region, as it runs now: which version, when it switched, count/median/min per version."""
+        """Per fusion region, as it runs now: which version, when it switched, count/median/min per version, and its
+        race (the versions' times, the winner and why)."""
         self.refresh()
         return {name: r.summary() for name, r in self.regions.items()}
 
     def snapshot(self) -> dict[str, dict]:
-        """The regions as plain data (``CompileRecord.regions``): the payload's fields, and the device and compile
-        seconds."""
+        """The regions as plain data (``CompileRecord.regions``): the payload's fields (the race's among them), and the
+        device and compile seconds."""
         out = {}
         for name, r in self.regions.items():
             s = r.summary()
@@ -100,6 +101,8 @@ class Session:
                          "history": [list(h) for h in s["history"]],
                          "timings": {v: dict(t) for v, t in s["timings"].items()}, "code": code,
                          "device": s["device"], "compile_seconds": s["compile_seconds"]}
+            if s.get("race") is not None:
+                out[name]["race"] = s["race"]
         return out
 
     def refresh(self) -> None:

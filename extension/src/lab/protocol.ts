@@ -2,7 +2,7 @@
 // their replies and the events it pushes. Version 1.
 import type { TraceText } from "../calldiff";
 import type { Kernels } from "../kernels";
-import type { Communication, Payload, Trace } from "../payload";
+import type { Communication, Payload, Race, Trace } from "../payload";
 
 export const PROTOCOL = 1;
 export const TARGET = "thunderlab";
@@ -18,6 +18,8 @@ export interface PassInfo {
 export interface RegionTimings {
   executor: string; version: string; device: string;
   timings: Record<string, { count: number; median_s: number; min_s: number }>;
+  /** the region's race (null when compiled with race=False; absent from kernels older than the race) */
+  race?: Race | null;
 }
 export interface TimingsEvent {
   record: number; regions: Record<string, RegionTimings>;

@@ -9,7 +9,7 @@
 // (test/layers.test.mjs fails on an import circle or an upward import):
 //   1 bottom  payload.ts (the record's types, the schema check), dom.ts (h, ms), selection.ts, textdiff.ts:
 //             import nothing of ours
-//   2 leaves  calldiff.ts, kernels.ts, communication.ts, stepinfo.ts, graph/*: one view each, built from the bottom
+//   2 leaves  calldiff.ts, kernels.ts, communication.ts, race.ts, stepinfo.ts, graph/*: one view each, built from the bottom
 //   3 panes   panes/registry.ts (this), panes/<pane>.ts, panes/index.ts (the list, generated)
 //   4 pages   record.ts (the record page: header, step table, the panes); lab/* (the sidebar, the
 //             document viewer), which JupyterLab's bundler builds

@@ -1445,6 +1445,78 @@ after:  ${b}`)
 .thunderlab .tl-kernel-region th.tl-num{text-align:right}
 `;
 
+  // src/race.ts
+  function raceRows(regions) {
+    const rows = [];
+    for (const [region, r] of Object.entries(regions)) {
+      const race = r.race;
+      if (!race) continue;
+      const versions = race.versions.length ? race.versions : Object.keys(race.times);
+      const lanes = versions.map((version) => {
+        const t = race.times[version];
+        return {
+          version,
+          median_ms: t ? t.median_s * 1e3 : null,
+          min_ms: t ? t.min_s * 1e3 : null,
+          count: t ? t.count : 0,
+          winner: race.winner === version,
+          frac: 0
+        };
+      });
+      const max = Math.max(1e-12, ...lanes.map((l) => l.median_ms ?? 0));
+      for (const l of lanes) l.frac = l.median_ms === null ? 0 : l.median_ms / max;
+      lanes.sort((a, b) => (a.median_ms ?? Infinity) - (b.median_ms ?? Infinity));
+      rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes });
+    }
+    return rows;
+  }
+  function raceSummary(rows) {
+    if (!rows.length) return "";
+    const done = rows.filter((r) => r.state === "done");
+    const torch = done.filter((r) => r.winner === "torch").length;
+    const parts = [`${done.length} of ${rows.length} region${rows.length === 1 ? "" : "s"} raced`];
+    if (done.length) parts.push(`${done.length - torch} kept a kernel, ${torch} back to torch`);
+    const racing = rows.filter((r) => r.state === "racing").length, waiting = rows.filter((r) => r.state === "waiting").length;
+    const off = rows.filter((r) => r.state === "off").length;
+    if (racing) parts.push(`${racing} racing now`);
+    if (waiting) parts.push(`${waiting} waiting for their kernels`);
+    if (off) parts.push(`${off} not raced`);
+    return parts.join("; ");
+  }
+  var WIN = "var(--jp-success-color1, #4caf50)";
+  var LOSE = "var(--jp-layout-color3, #bdbdbd)";
+  function raceView(regions) {
+    const rows = raceRows(regions);
+    if (!rows.length) return null;
+    const box = h("div", { class: "tl-race" }, h(
+      "div",
+      { class: "tl-muted tl-race-summary" },
+      `executor race: ${raceSummary(rows)} (each version's median over the calls that ran it; the fastest is kept)`
+    ));
+    for (const r of rows) {
+      const block = h(
+        "div",
+        { class: `tl-race-region tl-race-${r.state}`, "data-region": r.region, style: "margin:4px 0 6px" },
+        h("div", { class: "tl-race-why", style: "font-size:12px" }, h("b", {}, r.region), `: ${r.why}`)
+      );
+      for (const l of r.lanes) {
+        const label = l.median_ms === null ? `${l.version}: not timed yet` : `${l.version}${l.winner ? " ✓" : ""}: ${l.median_ms.toFixed(3)} ms median, ${l.min_ms.toFixed(3)} min (${l.count} calls)`;
+        block.append(h(
+          "div",
+          {
+            class: `tl-race-lane${l.winner ? " tl-race-winner" : ""}`,
+            "data-version": l.version,
+            style: "position:relative;height:16px;margin:2px 0;border-radius:2px;overflow:hidden;background:var(--jp-layout-color2,#f0f0f3)"
+          },
+          h("span", { style: `position:absolute;left:0;top:0;bottom:0;width:${Math.max(0.5, l.frac * 100).toFixed(1)}%;background:${l.winner ? WIN : LOSE}` }),
+          h("span", { style: "position:relative;padding-left:4px;font-size:11px;line-height:16px;white-space:nowrap" }, label)
+        ));
+      }
+      box.append(block);
+    }
+    return box;
+  }
+
   // ../thunderlab/inspect/schema/record-v1.json
   var record_v1_default = {
     $schema: "https://json-schema.org/draft/2020-12/schema",
@@ -1694,7 +1766,34 @@ after:  ${b}`)
             required: ["count", "median_s", "min_s"],
             properties: { count: { type: "integer" }, median_s: { type: "number" }, min_s: { type: "number" } }
           } },
-          code: { type: ["string", "null"], description: "generated kernel source or the nvFuser definition text" }
+          code: { type: ["string", "null"], description: "generated kernel source or the nvFuser definition text" },
+          race: { $ref: "#/$defs/race" }
+        }
+      },
+      race: {
+        type: "object",
+        description: "a region's race: once its kernels compiled, its next calls took turns between torch and each fusion executor's kernel, and the lowest median was kept; absent when compiled with race=False or written before regions were raced",
+        required: ["state", "versions", "calls", "times", "winner", "why"],
+        additionalProperties: false,
+        properties: {
+          state: { enum: ["waiting", "racing", "done", "off"], description: "waiting: kernels still compiling; racing: calls taking turns; done: winner kept; off: not raced (why says)" },
+          versions: { type: "array", items: { type: "string" }, description: "the versions raced, in the order calls take them" },
+          calls: { type: "integer", minimum: 1, description: "timed calls per version (after one warm-up call each)" },
+          times: { type: "object", additionalProperties: {
+            type: "object",
+            required: ["count", "median_s", "min_s"],
+            additionalProperties: false,
+            properties: {
+              count: { type: "integer" },
+              median_s: { type: "number" },
+              min_s: { type: "number" },
+              samples_s: { type: "array", items: { type: "number" } }
+            }
+          } },
+          winner: { type: ["string", "null"] },
+          why: { type: "string", description: "the verdict in words, e.g. 'inductor 0.41 ms vs torch 0.62 ms, median of 4 calls each: kept inductor'" },
+          left_out: { type: "object", additionalProperties: { type: "string" }, description: "versions not raced, and why (their compile failed)" },
+          started: { type: ["number", "null"], description: "when the race began (seconds since the epoch)" }
         }
       }
     }
@@ -2089,6 +2188,8 @@ after:  ${b}`)
     }
     table.append(tb);
     box.append(h("div", { class: "tl-muted" }, timed ? "per fusion region (● the version running now)" : "regions not timed: compile with thunderlab.jit(..., timing=True) to time each region"), table);
+    const race = raceView(p.regions);
+    if (race) box.append(race);
     const comm = communicationView(p.regions, p.communication);
     if (comm) box.append(comm);
     box.append(p.kernels ? kernelsView(p.kernels) : h("div", { class: "tl-muted tl-kernels-none" }, "per-kernel times: not profiled yet (thunderlab.profile(f, *args), or the sidebar's Profile one call)"));

@@ -1,11 +1,12 @@
 // The timings panel: per fusion region, which version ran, how often, median and min, updating while the
-// notebook keeps calling the program; each region opens to the kernels of one profiled call; and a comparison
+// notebook keeps calling the program; how each region's executor race went (the versions' medians, the winner, why); each region opens to the kernels of one profiled call; and a comparison
 // with another record (after a pipeline edit): programs side by side, step times paired, call times in words.
 import { PanelWithToolbar } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
 import { callDiffView } from "../../calldiff";
 import { communicationView } from "../../communication";
 import { h } from "../../dom";
+import { raceView } from "../../race";
 import { hasDevice, kernelRows, kernelTable, OUTSIDE, us } from "../../kernels";
 import type { Comparison } from "../protocol";
 import type { IThunderlabSidebar } from "../tokens";
@@ -123,6 +124,9 @@ class TimingsBody extends Widget {
         parts.push(bars(rows) as unknown as HTMLElement);
       }
     }
+    // each region's executor race: the versions' medians, the one kept and why (raced whether timing is on or not)
+    const race = ev ? raceView(ev.regions) : null;
+    if (race) parts.push(h("h4", {}, "Executor race"), race);
     // the collectives beside the regions: communication against compute, in the graph's communication colour
     const comm = ev ? communicationView(ev.regions, ev.communication) : null;
     if (comm) parts.push(h("h4", {}, "Communication"), comm);

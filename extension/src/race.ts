@@ -1,0 +1,70 @@
+// The executor race per region, for every view: once a region's kernels compiled, its next calls took turns
+// between torch and each fusion executor's kernel, and the lowest median was kept (torch included). The
+// payload's regions[name].race, shaped for the step page's Timings pane, the HTML report and the sidebar's
+// timings panel. Pure but for `raceView`, which draws with inline styles so every host shows it alike.
+import { h } from "./dom";
+import type { Race } from "./payload";
+
+export type { Race } from "./payload";
+
+export interface RaceLane { version: string; median_ms: number | null; min_ms: number | null; count: number; winner: boolean; frac: number }
+export interface RaceRow { region: string; state: Race["state"]; winner: string | null; why: string; lanes: RaceLane[] }
+
+/** One row per region that has a race, in region order; each version a lane, fastest first, its bar a fraction of the slowest. */
+export function raceRows(regions: Record<string, { race?: Race | null }>): RaceRow[] {
+  const rows: RaceRow[] = [];
+  for (const [region, r] of Object.entries(regions)) {
+    const race = r.race;
+    if (!race) continue;
+    const versions = race.versions.length ? race.versions : Object.keys(race.times);
+    const lanes = versions.map((version) => {
+      const t = race.times[version];
+      return { version, median_ms: t ? t.median_s * 1e3 : null, min_ms: t ? t.min_s * 1e3 : null, count: t ? t.count : 0,
+        winner: race.winner === version, frac: 0 };
+    });
+    const max = Math.max(1e-12, ...lanes.map((l) => l.median_ms ?? 0));
+    for (const l of lanes) l.frac = l.median_ms === null ? 0 : l.median_ms / max;
+    lanes.sort((a, b) => (a.median_ms ?? Infinity) - (b.median_ms ?? Infinity));
+    rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes });
+  }
+  return rows;
+}
+
+/** How the races went, in one line: "2 regions raced: 1 kept its kernel, 1 back to torch; 1 still racing". */
+export function raceSummary(rows: RaceRow[]): string {
+  if (!rows.length) return "";
+  const done = rows.filter((r) => r.state === "done");
+  const torch = done.filter((r) => r.winner === "torch").length;
+  const parts = [`${done.length} of ${rows.length} region${rows.length === 1 ? "" : "s"} raced`];
+  if (done.length) parts.push(`${done.length - torch} kept a kernel, ${torch} back to torch`);
+  const racing = rows.filter((r) => r.state === "racing").length, waiting = rows.filter((r) => r.state === "waiting").length;
+  const off = rows.filter((r) => r.state === "off").length;
+  if (racing) parts.push(`${racing} racing now`);
+  if (waiting) parts.push(`${waiting} waiting for their kernels`);
+  if (off) parts.push(`${off} not raced`);
+  return parts.join("; ");
+}
+
+const WIN = "var(--jp-success-color1, #4caf50)", LOSE = "var(--jp-layout-color3, #bdbdbd)";
+
+/** The races as one block per region: the verdict in words, then a bar per version (the winner's marked); null when none raced. */
+export function raceView(regions: Record<string, { race?: Race | null }>): HTMLElement | null {
+  const rows = raceRows(regions);
+  if (!rows.length) return null;
+  const box = h("div", { class: "tl-race" }, h("div", { class: "tl-muted tl-race-summary" },
+    `executor race: ${raceSummary(rows)} (each version's median over the calls that ran it; the fastest is kept)`));
+  for (const r of rows) {
+    const block = h("div", { class: `tl-race-region tl-race-${r.state}`, "data-region": r.region, style: "margin:4px 0 6px" },
+      h("div", { class: "tl-race-why", style: "font-size:12px" }, h("b", {}, r.region), `: ${r.why}`));
+    for (const l of r.lanes) {
+      const label = l.median_ms === null ? `${l.version}: not timed yet`
+        : `${l.version}${l.winner ? " ✓" : ""}: ${l.median_ms.toFixed(3)} ms median, ${l.min_ms!.toFixed(3)} min (${l.count} calls)`;
+      block.append(h("div", { class: `tl-race-lane${l.winner ? " tl-race-winner" : ""}`, "data-version": l.version,
+        style: "position:relative;height:16px;margin:2px 0;border-radius:2px;overflow:hidden;background:var(--jp-layout-color2,#f0f0f3)" },
+        h("span", { style: `position:absolute;left:0;top:0;bottom:0;width:${Math.max(0.5, l.frac * 100).toFixed(1)}%;background:${l.winner ? WIN : LOSE}` }),
+        h("span", { style: "position:relative;padding-left:4px;font-size:11px;line-height:16px;white-space:nowrap" }, label)));
+    }
+    box.append(block);
+  }
+  return box;
+}

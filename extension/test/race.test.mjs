@@ -1,0 +1,59 @@
+// The executor race per region (src/race.ts): the payload's regions[name].race as the step page's Timings pane,
+// the HTML report and the sidebar's timings panel show it, and the schema's word on race fields.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { raceRows, raceSummary } from "../build-test/race.mjs";
+import { checkPayload } from "../build-test/payload.mjs";
+
+const RECORD = JSON.parse(readFileSync(new URL("fixtures/record.json", import.meta.url), "utf8"));
+
+const t = (ms, n = 4) => ({ count: n, median_s: ms / 1e3, min_s: (ms * 0.9) / 1e3 });
+// one region whose kernel won, one whose kernel lost to torch, one still racing (nvfuser not timed yet)
+const REGIONS = {
+  inductor0: { race: { state: "done", versions: ["inductor", "torch"], calls: 4, times: { inductor: t(0.41), torch: t(0.62) },
+    winner: "inductor", why: "inductor 0.41 ms vs torch 0.62 ms, median of 4 calls each: kept inductor" } },
+  inductor1: { race: { state: "done", versions: ["inductor", "torch"], calls: 4, times: { inductor: t(0.5), torch: t(0.2) },
+    winner: "torch", why: "torch 0.2 ms vs inductor 0.5 ms, median of 4 calls each: back to torch" } },
+  nvfuser0: { race: { state: "racing", versions: ["nvfuser", "torch", "inductor"], calls: 4, times: { torch: t(1, 2), nvfuser: t(0.3, 1) },
+    winner: null, why: "racing" } },
+  unraced: { race: null },
+  old: {},
+};
+
+test("one row per raced region; its lanes fastest first, bars a fraction of the slowest, the winner marked", () => {
+  const rows = raceRows(REGIONS);
+  assert.deepEqual(rows.map((r) => r.region), ["inductor0", "inductor1", "nvfuser0"]);  // no race, no row
+  const [won, lost, racing] = rows;
+  assert.deepEqual(won.lanes.map((l) => [l.version, l.winner]), [["inductor", true], ["torch", false]]);
+  assert.ok(Math.abs(won.lanes[0].median_ms - 0.41) < 1e-9 && Math.abs(won.lanes[1].frac - 1) < 1e-9);
+  assert.ok(Math.abs(won.lanes[0].frac - 0.41 / 0.62) < 1e-9);
+  assert.equal(lost.winner, "torch");
+  assert.deepEqual(lost.lanes.map((l) => l.version), ["torch", "inductor"]);
+  assert.match(lost.why, /back to torch$/);
+  // a version not timed yet has a lane with no time, last
+  assert.deepEqual(racing.lanes.map((l) => [l.version, l.median_ms === null]), [["nvfuser", false], ["torch", false], ["inductor", true]]);
+  assert.equal(racing.lanes[2].frac, 0);
+  assert.deepEqual(raceRows({}), []);
+});
+
+test("the races in one line", () => {
+  const rows = raceRows(REGIONS);
+  assert.equal(raceSummary(rows), "2 of 3 regions raced; 1 kept a kernel, 1 back to torch; 1 racing now");
+  assert.equal(raceSummary([]), "");
+  const off = raceRows({ r: { race: { state: "off", versions: [], calls: 4, times: {}, winner: null, why: "not raced: copy_ writes" } } });
+  assert.equal(raceSummary(off), "0 of 1 region raced; 1 not raced");
+});
+
+test("a payload with races follows the schema, one without stays valid, a malformed race is named", () => {
+  const name = Object.keys(RECORD.regions)[0];
+  assert.ok(name, "the fixture has a region");
+  assert.ok(!("race" in RECORD.regions[name]), "the fixture predates races");
+  assert.deepEqual(checkPayload(RECORD), []);
+  const raced = { ...RECORD, regions: { ...RECORD.regions, [name]: { ...RECORD.regions[name], race: REGIONS.inductor0.race } } };
+  assert.deepEqual(checkPayload(raced), []);
+  const bad = { ...RECORD, regions: { ...RECORD.regions, [name]: { ...RECORD.regions[name], race: { ...REGIONS.inductor0.race, state: "won" } } } };
+  const problems = checkPayload(bad);
+  assert.equal(problems.length, 1);
+  assert.match(problems[0].path, new RegExp(`regions.*${name}.*race.*state`));
+});

@@ -1,0 +1,321 @@
+"""The executor race per region: once a region's kernels are compiled, its next calls take turns between torch
+and each fusion executor's kernel, and the version with the lowest median is kept (torch included).
+
+Which version wins is forced here by the clock the race reads: each version is wrapped so that a call of it
+advances a test clock by a cost the test chooses, and the race reads that clock. Every call's result is
+checked against eager PyTorch, whichever version ran it.
+"""
+import copy
+import json
+import time
+
+import pytest
+import torch
+
+import thunderlab
+from thunderlab.executors.base import EXECUTORS, RunOptions, register_executor
+from thunderlab.executors.fusion import FusionExecutor
+from thunderlab.executors.inductor import InductorExecutor
+from thunderlab.executors.region import RACE_CALLS, Race, RegionRunner
+from thunderlab.inspect.serialize import RecordPayload, validate
+from thunderlab.jupyter.comm import _timings
+
+
+class RaceFake(FusionExecutor):
+    """A second fusion executor for tests: takes what Inductor takes; its 'kernel' is the region's torch program."""
+
+    name = "racefake"
+
+    def __init__(self):
+        self.compiled: list[str] = []
+        self.fail = False
+
+    def can_execute(self, bsym):
+        return InductorExecutor().can_execute(bsym)
+
+    def implementation(self, sym):
+        return sym.impl
+
+    def compile(self, region, args):
+        if self.fail:
+            raise RuntimeError("racefake cannot compile this region")
+        self.compiled.append(region.name)
+        return region.callable(), [f"# racefake kernel for {region.name}"]
+
+
+@pytest.fixture
+def fake():
+    ex = RaceFake()
+    register_executor(ex)
+    try:
+        yield ex
+    finally:
+        EXECUTORS.pop("racefake", None)
+
+
+class Clock:
+    """The race's clock in tests: it moves only when a wrapped version runs, by that version's cost."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def costing(self, fn, seconds: float):
+        def run(*args):
+            self.now += seconds
+            return fn(*args)
+
+        return run
+
+
+def f(x, w):
+    return torch.tanh(torch.sin(x) * 2 + 1) @ w + torch.exp(-x).sum()
+
+
+RACED = "dce,cse,claim{executors=inductor+racefake+torch},fuse,del"
+
+
+def _inputs(i: int):
+    g = torch.Generator().manual_seed(i)
+    return torch.randn(8, 8, generator=g), torch.randn(8, 8, generator=g)
+
+
+def _compiled(pipeline=RACED, **options):
+    j = thunderlab.jit(f, pipeline=pipeline, **options)
+    x, w = _inputs(0)
+    torch.testing.assert_close(j(x, w), f(x, w))
+    rec = thunderlab.last_record(j)
+    live = thunderlab.session(rec)
+    assert live.wait(300), {n: r.error for n, r in live.regions.items()}
+    return j, rec, live
+
+
+def _calls(j, n: int, first: int = 1):
+    """``n`` calls on fresh inputs each (a region's inputs differ per call), each checked against eager."""
+    for i in range(first, first + n):
+        x, w = _inputs(i)
+        torch.testing.assert_close(j(x, w), f(x, w))
+
+
+@pytest.mark.parametrize("winner", ["torch", "inductor", "racefake"])
+def test_the_fastest_version_is_kept_and_every_call_equals_eager(fake, winner):
+    j, rec, live = _compiled()
+    assert live.regions and fake.compiled, "racefake takes what inductor takes: it is every region's rival"
+    clock = Clock()
+    for r in live.regions.values():
+        assert r.version == "inductor" and set(r.versions) == {"torch", "inductor", "racefake"}
+        r.clock = clock
+        r.versions = {v: clock.costing(fn, 0.001 if v == winner else 0.005) for v, fn in r.versions.items()}
+    _calls(j, 3 * (RACE_CALLS + 1))  # one warm-up and RACE_CALLS timed calls per version
+    for _name, r in live.regions.items():
+        race = r.race.summary()
+        assert race["state"] == "done" and race["winner"] == winner and r.version == winner, race
+        assert race["versions"] == ["inductor", "torch", "racefake"]
+        assert all(t["count"] == RACE_CALLS for t in race["times"].values())
+        assert race["why"].startswith(f"{winner} 1 ms vs ") and race["why"].endswith(
+            "back to torch" if winner == "torch" else f"kept {winner}")
+        assert set(r.versions) == {"torch", winner}  # the losing kernels are let go
+        # the code shown is the kernel that runs (the owner's when torch won)
+        assert r.source == r.sources["racefake" if winner == "racefake" else "inductor"]
+        assert r.history[-1][1] == winner
+    _calls(j, 4, first=100)  # the winner runs from now on
+
+
+def test_a_kernel_that_loses_goes_back_to_torch():
+    j, rec, live = _compiled("dce,cse,claim{executors=inductor+torch},fuse,del")
+    for r in live.regions.values():  # the kernel made slow for real: the race times calls with perf_counter
+        slow = r.versions["inductor"]
+        r.versions["inductor"] = lambda *a, slow=slow: (time.sleep(0.05), slow(*a))[1]
+    _calls(j, 2 * (RACE_CALLS + 1))
+    for r in live.regions.values():
+        assert r.race.winner == "torch" and r.version == "torch", r.race.summary()
+        assert [v for _, v in r.history] == ["torch", "inductor", "torch"]
+        assert "back to torch" in r.race.why
+    _calls(j, 3, first=50)
+
+
+def test_race_false_keeps_the_kernel_and_compiles_no_rival(fake):
+    j, rec, live = _compiled(race=False)
+    assert not fake.compiled
+    for r in live.regions.values():
+        assert set(r.versions) == {"torch", "inductor"} and r.race is None
+        r.versions["inductor"] = lambda *a, slow=r.versions["inductor"]: (time.sleep(0.01), slow(*a))[1]
+    _calls(j, 12)
+    rec = thunderlab.last_record(j)
+    for name, r in live.regions.items():
+        assert r.version == "inductor" and [v for _, v in r.history] == ["torch", "inductor"]
+        assert "race" not in rec.regions[name] and rec.timings()[name]["race"] is None
+
+
+def test_calls_take_turns_and_none_runs_twice():
+    ran = []
+
+    def version(name):
+        def run(x):
+            ran.append((name, float(x)))
+            return x + 1
+
+        return run
+
+    clock = Clock()
+    r = RegionRunner("r", "fused", version("torch"), lambda args: (version("fused"), ["code"]), tiered=False,
+                     race=True, clock=clock)
+    outs = [r(torch.tensor(float(i))) for i in range(2 * (RACE_CALLS + 1) + 3)]
+    assert [float(o) for o in outs] == [i + 1 for i in range(len(outs))]  # each call its own result
+    assert [x for _, x in ran] == [float(i) for i in range(len(outs))]  # every input ran once, in order
+    during = [v for v, _ in ran[:2 * (RACE_CALLS + 1)]]
+    assert during == ["fused", "torch"] * (RACE_CALLS + 1)
+    assert r.race.summary()["state"] == "done"
+
+
+def test_a_rival_that_fails_to_compile_is_left_out_with_its_reason(fake):
+    fake.fail = True
+    j, rec, live = _compiled()
+    _calls(j, 2 * (RACE_CALLS + 1))
+    for r in live.regions.values():
+        race = r.race.summary()
+        assert race["versions"] == ["inductor", "torch"] and race["state"] == "done"
+        assert "racefake cannot compile" in race["left_out"]["racefake"] and "not raced: racefake" in race["why"]
+
+
+def test_a_region_with_an_effect_is_not_raced():
+    r = RegionRunner("r", "fused", lambda x: x + 1, lambda args: (lambda x: x + 1, []), tiered=False, race=True,
+                     race_off="not raced: copy_ writes to an argument, so the kernel runs every call")
+    for i in range(12):
+        assert float(r(torch.tensor(float(i)))) == i + 1
+    assert r.race is None and r.version == "fused"
+    s = r.summary()["race"]
+    assert s["state"] == "off" and "copy_ writes to an argument" in s["why"]
+
+
+def test_the_record_payload_and_saved_file_carry_the_race(fake, tmp_path):
+    j, rec, live = _compiled()
+    clock = Clock()
+    for r in live.regions.values():
+        r.clock = clock
+        r.versions = {v: clock.costing(fn, {"torch": 0.003, "inductor": 0.002, "racefake": 0.004}[v])
+                      for v, fn in r.versions.items()}
+    _calls(j, 3 * (RACE_CALLS + 1))
+    rec = thunderlab.last_record(j)
+    for name, region in rec.regions.items():
+        race = region["race"]
+        assert race["winner"] == "inductor" and race["state"] == "done"
+        assert race["why"] == "inductor 2 ms vs torch 3 ms vs racefake 4 ms, median of 4 calls each: kept inductor"
+        assert rec.timings()[name]["race"] == race
+    payload = RecordPayload(rec).to_dict()
+    validate(payload)
+    assert all(r["race"]["winner"] == "inductor" for r in payload["regions"].values())
+    json.dumps(payload, allow_nan=False)
+    # the sidebar's timings event carries it too
+    event = _timings(rec.uid, rec)
+    assert all(r["race"]["winner"] == "inductor" for r in event["regions"].values())
+    path = thunderlab.save(rec, tmp_path / "raced.thunderlab.json")
+    loaded = thunderlab.load(path)
+    assert {n: r["race"] for n, r in loaded.regions.items()} == {n: r["race"] for n, r in rec.regions.items()}
+
+
+def test_a_payload_without_race_fields_stays_valid(fake):
+    j, rec, live = _compiled(race=False)
+    payload = RecordPayload(rec).to_dict()
+    assert payload["regions"] and not any("race" in r for r in payload["regions"].values())
+    validate(payload)
+
+
+def test_the_race_while_waiting_and_before_compiling_says_so():
+    r = RegionRunner("r", "fused", lambda x: x, lambda args: (lambda x: x, []), tiered=True, race=True)
+    assert r.summary()["race"]["state"] == "waiting"
+    r.release()
+
+
+def test_training_through_a_race_matches_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                                torch.nn.Linear(32, 4))
+    eager = copy.deepcopy(model)
+    j = thunderlab.jit(model, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del")
+    for step in range(2 * (RACE_CALLS + 1) + 4):
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(step))
+        out, ref = j(x), eager(x)
+        torch.testing.assert_close(out, ref)
+        out.square().sum().backward()
+        ref.square().sum().backward()
+        for p, q in zip(model.parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+            p.grad = q.grad = None
+        if step == 0:
+            assert thunderlab.session(thunderlab.last_record(j)).wait(300)
+    rec = thunderlab.last_record(j)
+    assert rec.regions and all(r["race"]["state"] == "done" for r in rec.regions.values()), \
+        {n: r.get("race") for n, r in rec.regions.items()}
+
+
+def test_race_must_be_a_bool():
+    with pytest.raises(TypeError, match="race must be True .* or False"):
+        thunderlab.jit(f, race="fast")
+
+
+def test_run_options_default_to_racing():
+    assert RunOptions().race is True and RunOptions().racers == ()
+    race = Race(["k", "torch"], calls=2)
+    assert [race.next()[0] for _ in range(6)] == ["k", "torch"] * 3
+
+
+class _Event:
+    """A CUDA event's two calls the race makes, for CPU tests: whether it completed, and the time since another."""
+
+    def __init__(self, at_ms: float, done: bool = True):
+        self.at_ms, self.done = at_ms, done
+
+    def query(self) -> bool:
+        return self.done
+
+    def elapsed_time(self, end) -> float:
+        return end.at_ms - self.at_ms
+
+
+def test_device_times_are_read_once_their_events_complete():
+    # on a GPU a race call records two events and returns; their time is read at a later call, once complete
+    r = RegionRunner("r", "fused", lambda x: x, lambda args: (lambda x: x, []), tiered=False, race=True)
+    r(torch.zeros(1))
+    pending = _Event(0.0), _Event(7.0, done=False)
+    r._pending_events = [("fused", _Event(0.0), _Event(2.0)), ("torch", *pending)]
+    r._collect_events()
+    assert r.race.samples == {"fused": [0.002], "torch": []}
+    assert r._pending_events == [("torch", *pending)]  # not complete yet: kept, nobody waits for it
+    pending[1].done = True
+    r._collect_events()
+    assert r.race.samples["torch"] == [0.007] and r._pending_events == []
+
+
+class TakesAll(RaceFake):
+    """A fusion executor for tests that takes every call, random ones included."""
+
+    name = "racefake_all"
+
+    def can_execute(self, bsym):
+        return True, ""
+
+
+def test_a_region_that_draws_random_numbers_is_not_raced():
+    ex = register_executor(TakesAll())
+    try:
+        def g(x):
+            return torch.nn.functional.dropout(torch.sin(x), p=0.5, training=True) * 2
+
+        j = thunderlab.jit(g, pipeline="dce,cse,claim{executors=racefake_all+torch},fuse,del", tiered=False)
+        x = torch.randn(64)
+        torch.manual_seed(1)
+        out = j(x)
+        torch.manual_seed(1)
+        torch.testing.assert_close(out, g(x))
+        live = thunderlab.session(thunderlab.last_record(j))
+        (r,) = live.regions.values()
+        for _ in range(12):
+            j(x)
+        assert r.race is None and r.version == "racefake_all" and ex.compiled
+        race = r.summary()["race"]
+        assert race["state"] == "off" and "draws random numbers" in race["why"], race
+    finally:
+        EXECUTORS.pop("racefake_all", None)
