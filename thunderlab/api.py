@@ -8,7 +8,7 @@ import torch
 from thunderlab.core import fastpaths
 from thunderlab.core.fastpaths import set_fast_paths
 from thunderlab.core.trace import Trace
-from thunderlab.executors import default_order
+from thunderlab.executors import compile_process, default_order
 from thunderlab.frontend.dispatch import MISS, UNCHECKED, DirectCalls
 from thunderlab.frontend.dynamo import Backend, BackendLink
 from thunderlab.inspect.document import SUFFIX, RecordFileError
@@ -30,6 +30,8 @@ class JitFunction:
     def __init__(self, fn, options: Options, direct: bool = True):
         self.fn = fn
         self.options = options
+        if options.tiered:  # the kernel compiler's worker imports while the first call captures (compile_process)
+            compile_process.expect(options.pipeline, tuple(fn.parameters()) if isinstance(fn, torch.nn.Module) else ())
         name = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn")
         self.backend = Backend(options, name=name)
         link = BackendLink(self.backend)  # Dynamo keeps what it is given: the graphs go when this object goes

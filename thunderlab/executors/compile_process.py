@@ -12,9 +12,12 @@ copied). A region the worker cannot hand back as one plain module (Dynamo split 
 inputs, AOTAutograd adds a wrapper: mutated inputs or aliased outputs, constants on the module)
 comes back with the reason, and is compiled here as before.
 
-The worker starts when the first program with such a region is bound (it imports torch and Inductor
-while the program's first call runs) and ends with this process (it also ends when its input closes).
-Messages are one JSON object a line on its standard input and output.
+The worker starts when a tiered ``thunderlab.jit`` is made, or a tiered capture begins, whose regions may go
+to Inductor (``expect``: it imports torch and Inductor, seconds, while this process captures and runs the
+program's first call, when a core is free for it), or at the latest when such a region is bound, and ends
+with this process (it also ends when its input closes). Messages are one JSON object a line on its standard
+input and output. ``timeline()`` says when the worker started, when its imports were done, and when each
+region was sent, compiled and answered.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from types import SimpleNamespace
 
 import torch
@@ -35,12 +39,20 @@ _lock = threading.Lock()
 _worker: subprocess.Popen | None = None
 # why the worker could not be used at all (it failed to start or died); later compiles stay in this process
 broken: str | None = None
+# when the worker was started (time.time()), and each request: region, sent_at, answered_at, compile_s, ok (see
+# ``timeline``); the worker's own clock says when its imports were done (imported_at)
+_spawned_at: float | None = None
+_imported_at: float | None = None
+_imported_cpu_s: float | None = None  # the worker's CPU seconds until its imports were done
+_requests: list[dict] = []
+_prepared = False  # whether this process has prepared to load the worker's modules (see _prepare_loading)
 
 
 def _forget_after_fork() -> None:
     """A forked child (a DataLoader worker, say) must not write into its parent's pipe: it starts its own."""
-    global _lock, _worker
-    _lock, _worker = threading.Lock(), None
+    global _lock, _worker, _spawned_at, _imported_at, _imported_cpu_s
+    _lock, _worker, _spawned_at, _imported_at, _imported_cpu_s = threading.Lock(), None, None, None, None
+    _requests.clear()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -88,6 +100,52 @@ def _resolve(qualname: str):
     return {"ltorch": LTORCH, "prims": PRIMS}.get(mod, {}).get(attr)
 
 
+def expect(pipeline: str, args) -> None:
+    """A tiered capture begins: start the worker now if the program's regions may be compiled in it.
+
+    They may when fast paths are on, the pipeline fuses, Inductor is among the executors its ``claim`` is
+    given (or the default ones) and can run here, and every tensor input is on the CPU. Starting now
+    rather than when the first region is bound lets the worker's imports overlap the capture and passes,
+    on a core of their own: when the machine has none free (its load average is not below its core count
+    less one), the imports would only take CPU from the capture (measured: the first call of nanoGPT's
+    loop took twice as long, and the last kernel came no sooner), so the worker starts when the first
+    region is bound, as it would without this call.
+    """
+    from thunderlab.core import fastpaths
+
+    from . import default_order
+    from .base import get_executor
+
+    if _worker is not None or broken is not None or not fastpaths.enabled() or "fuse" not in pipeline:
+        return
+    named = pipeline.partition("executors=")[2]
+    if ("inductor" not in named) if named else ("inductor" not in default_order()):
+        return
+    if any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args):
+        return
+    if _core_free() and get_executor("inductor").available()[0]:
+        start()
+
+
+def _core_free() -> bool:
+    """Whether a core is idle for the worker besides the one this process runs on (load average, last minute)."""
+    try:
+        return os.getloadavg()[0] <= (os.cpu_count() or 1) - 1
+    except OSError:  # no load average on this platform
+        return True
+
+
+def timeline() -> dict:
+    """When the worker started and finished its imports, and each region's request, in seconds since the epoch:
+    ``{"spawned_at", "imported_at", "imported_cpu_s", "requests": [{"region", "sent_at", "answered_at",
+    "compile_s", "compile_cpu_s", "ok"}]}`` (``compile_s``: the worker's own time on the region, the rest of a
+    request's time it waited in line; ``*_cpu_s``: the worker's CPU seconds, which other processes' load
+    changes less)."""
+    # no lock: a request holds it while the worker compiles, and a copy of the list is enough
+    return {"spawned_at": _spawned_at, "imported_at": _imported_at, "imported_cpu_s": _imported_cpu_s,
+            "requests": [dict(r) for r in list(_requests)]}
+
+
 def start() -> None:
     """Start the worker now, if it is not running: it imports torch and Inductor (seconds) while this process
     captures and runs the program whose regions it will compile."""
@@ -104,27 +162,68 @@ def _ensure() -> None:
             broken = f"the compile worker did not start: {e}"
 
 
+# the modules an Inductor module for the CPU imports before its first line runs (its wrapper's header)
+_LOADER_IMPORTS = ("torch._inductor.codecache", "torch._inductor.async_compile", "torch._inductor.select_algorithm",
+                   "torch._inductor.codegen.memory_planning", "torch._inductor.hooks")
+
+
+def _prepare_loading() -> None:
+    """Do now, while the worker compiles the first region, what loading its module would otherwise wait for.
+
+    Loading a CPU module imports Inductor's runtime (a second of interpreter time) and, to name the kernels'
+    library, picks the CPU's vector instruction set: Inductor builds and loads a probe library per candidate
+    set, each in a child process (seconds of waiting, the first time in a process). Done at the first load,
+    that delayed the first switch by as long; done once the first request is sent, it overlaps the worker's
+    imports and compile. (Not earlier: on a thread of its own during the first call's capture, the imports
+    would compete with the capture for the interpreter lock, and the first call took longer by more than
+    they cost.)
+    """
+    import importlib
+
+    try:
+        for name in _LOADER_IMPORTS:
+            importlib.import_module(name)
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+        pick_vec_isa()  # cached for the process: the first load finds it done
+    except Exception:  # noqa: S110  (only a head start: the load does the same and reports what fails)
+        pass
+
+
 def _send(msg: dict) -> dict:
-    global broken
+    global broken, _imported_at, _imported_cpu_s, _prepared
     with _lock:
         _ensure()
         if broken is not None:
             raise Declined(broken)
+        entry = {"region": msg["name"], "sent_at": time.time(), "answered_at": None, "compile_s": None,
+                 "compile_cpu_s": None, "ok": False}
+        _requests.append(entry)
         try:
             _worker.stdin.write(json.dumps(msg) + "\n")
             _worker.stdin.flush()
+            if not _prepared:
+                _prepared = True
+                _prepare_loading()
             line = _worker.stdout.readline()  # waits without the interpreter lock
         except (OSError, ValueError) as e:
             line, broken = "", f"the compile worker failed: {e}"
         if not line:
             broken = broken or f"the compile worker exited (code {_worker.poll()})"
             raise Declined(broken)
-        return json.loads(line)
+        answer = json.loads(line)
+        _imported_at = answer.get("imported_at", _imported_at)
+        _imported_cpu_s = answer.get("imported_cpu_s", _imported_cpu_s)
+        entry.update(answered_at=time.time(), compile_s=answer.get("compile_s"),
+                     compile_cpu_s=answer.get("compile_cpu_s"), ok=bool(answer.get("ok")))
+        return answer
 
 
 def _start() -> subprocess.Popen:
+    global _spawned_at
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
+    _spawned_at = time.time()
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
@@ -241,18 +340,39 @@ def _compile(msg: dict) -> dict:
     return answer
 
 
+def _pick_vec_isa() -> None:
+    try:
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+        pick_vec_isa()
+    except Exception:  # noqa: S110  (the first compile picks it again and reports what fails)
+        pass
+
+
 def serve() -> None:
     """The worker's loop: one request a line in, one answer a line out, until the input closes."""
     out = sys.stdout
     sys.stdout = sys.stderr  # anything a compile prints must not corrupt the answers
+    # the vector instruction set's probes (child processes: mostly waiting) overlap the rest of the imports; what
+    # they import is imported here first, so that the two threads never import one module at once
+    import torch._inductor.codecache  # noqa: F401
+    import torch._inductor.cpp_builder  # noqa: F401
+    import torch._inductor.cpu_vec_isa  # noqa: F401
+    import torch.utils._filelock  # noqa: F401
+
+    threading.Thread(target=_pick_vec_isa, daemon=True).start()
     import torch._inductor.compile_fx  # noqa: F401  (before the first request comes)
 
     import thunderlab.ops  # noqa: F401
+    imported_at, imported_cpu_s = time.time(), time.process_time()
     for line in sys.stdin:
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             answer = _compile(json.loads(line))
         except Exception as e:
             answer = {"ok": False, "reason": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
+        answer.update(imported_at=imported_at, imported_cpu_s=imported_cpu_s, compile_s=time.perf_counter() - t0,
+                      compile_cpu_s=time.process_time() - c0)
         try:
             out.write(json.dumps(answer) + "\n")
             out.flush()

@@ -20,6 +20,7 @@ import torch
 
 from thunderlab.core.symbols import BoundSymbol, Kind, Symbol
 from thunderlab.core.trace import Trace
+from thunderlab.ops import prims
 from thunderlab.ops.rules import draws
 
 from .base import EXECUTORS, Executor, RunOptions, bind
@@ -60,6 +61,30 @@ def _torch_trace(name: str, inputs, members, outputs) -> Trace:
                  output=outputs, _names=names)
 
 
+def freeing(trace: Trace) -> Trace:
+    """``trace`` with each value deleted right after its last use (as the ``del`` pass does to a program).
+
+    A region's torch version runs many calls in one function (a backward region can hold a whole
+    backward); without these deletions every intermediate would live until the region returns, where
+    eager PyTorch frees each one after its last use and its allocator hands the memory to the next
+    call. The region's own trace, the one its executor compiles, is left as it is. (Executors come
+    before passes, so the ``del`` pass's own function is not theirs to call.)
+    """
+    keep = {p.name for p in trace.output_proxies()}
+    seen: set[str] = set(keep)
+    out: list[BoundSymbol] = []
+    for b in reversed([b for b in trace.bound_symbols if not b.sym.bookkeeping]):
+        dead = []
+        for p in b.inputs + b.outputs:
+            if p.name not in seen:
+                seen.add(p.name)
+                dead.append(p)
+        if dead:
+            out.append(BoundSymbol(prims.python_del, tuple(dead), {}, None))
+        out.append(b)
+    return trace.derive(bound_symbols=out[::-1])
+
+
 class _EagerRegion:
     """Runs a region's members one by one with torch (bound when first called: most regions never are)."""
 
@@ -69,7 +94,7 @@ class _EagerRegion:
 
     def __call__(self, *args):
         if self._fn is None:
-            self._fn = bind(_torch_trace(*self._parts))
+            self._fn = bind(freeing(_torch_trace(*self._parts)))
         return self._fn(*args)
 
 
@@ -96,7 +121,7 @@ class FusionExecutor(Executor):
 
     def bind_region(self, bsym: BoundSymbol, options: RunOptions) -> RegionRunner:
         region = torch_region(bsym)
-        eager = bind(region)
+        eager = bind(freeing(region))
         device = next((p.device for p in region.tensor_inputs()), torch.device(self.default_device))
         needs_autograd = options.grad_enabled and any(p.requires_grad for p in region.tensor_inputs())
 

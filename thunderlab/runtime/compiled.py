@@ -13,7 +13,7 @@ from thunderlab.core.aliases import overlap_with, with_input_views, with_recorde
 from thunderlab.core.amp import without_autocast
 from thunderlab.core.listeners import Listeners
 from thunderlab.core.program import Program
-from thunderlab.executors import default_order, inductor
+from thunderlab.executors import compile_process, default_order, inductor
 from thunderlab.executors.base import RunOptions, bind
 from thunderlab.executors.communication import CommunicationTimer
 from thunderlab.executors.region import PENDING, PROFILING, start_pending
@@ -233,6 +233,8 @@ class CompiledGraph:
         reference = None
         if self.options.verify and self.eager is not None:
             reference = eager_reference(self.eager, args)
+        if self.options.tiered:  # the kernel compiler's worker imports while this captures (see compile_process)
+            compile_process.expect(self.options.pipeline, args)
         t0 = time.perf_counter()
         program, lifted = self.capture(args)
         capture_s = time.perf_counter() - t0

@@ -1,0 +1,90 @@
+"""The worker process that compiles tiered CPU regions (README, "Fusion, timings and the tiered start").
+
+In a short training loop the kernels help only if they arrive early, so the worker starts when a tiered
+``thunderlab.jit`` is made (its imports overlap the first call's capture), only when that function's
+regions may go to Inductor and a core is free for it (otherwise when the first region is bound);
+``compile_process.timeline()`` says when it started and when each region was sent, compiled and answered.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import thunderlab
+from thunderlab.executors import compile_process
+from thunderlab.executors.base import get_executor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = pytest.mark.skipif(not get_executor("inductor").available()[0], reason="no C++ compiler for Inductor")
+
+# each case in a fresh process: the worker, once started, lasts as long as its process
+STARTED_AFTER_JIT = """
+import json, os, torch, thunderlab
+from thunderlab.executors import compile_process
+kind = {kind!r}
+# how busy the machine looks: idle (a core free for the worker), or every core taken by others
+os.getloadavg = lambda: (100.0, 100.0, 100.0) if kind == "busy machine" else (0.0, 0.0, 0.0)
+model = torch.nn.Linear(4, 4)
+if kind in ("tiered", "busy machine"):
+    thunderlab.jit(model)
+elif kind == "untiered":
+    thunderlab.jit(model, tiered=False)
+elif kind == "torch only":
+    thunderlab.jit(model, pipeline="dce,cse,autodiff,remat,claim{{executors=torch}},fuse,del")
+elif kind == "no fuse":
+    thunderlab.jit(model, pipeline="dce,cse,autodiff,claim,del")
+print(json.dumps(compile_process.timeline()["spawned_at"] is not None))
+"""
+
+
+@pytest.mark.parametrize("kind, started", [("tiered", True), ("untiered", False), ("torch only", False),
+                                           ("no fuse", False), ("busy machine", False)])
+def test_worker_starts_when_a_tiered_jit_whose_regions_go_to_inductor_is_made(kind, started):
+    env = dict(os.environ, THUNDERLAB_EXECUTORS="inductor+torch",
+               PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    proc = subprocess.run([sys.executable, "-c", STARTED_AFTER_JIT.format(kind=kind)], env=env, capture_output=True,
+                          text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) is started
+
+
+def test_on_a_busy_machine_the_worker_starts_when_the_first_region_is_bound():
+    script = STARTED_AFTER_JIT.format(kind="busy machine").replace("print(json.dumps(", "before = ((") + """
+jm = thunderlab.jit(lambda x: torch.nn.functional.gelu(x) * 2)
+jm(torch.randn(2, 4))  # its region is bound at this call: the worker starts then
+print(json.dumps([before, compile_process.timeline()["spawned_at"] is not None]))
+"""
+    env = dict(os.environ, THUNDERLAB_EXECUTORS="inductor+torch",
+               PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [False, True]
+
+
+def test_timeline_lists_each_region_the_worker_compiled():
+    def f(x, w):
+        return torch.nn.functional.gelu(x @ w).softmax(-1) * 2
+
+    x, w = torch.randn(8, 16), torch.randn(16, 16)
+    jfn = thunderlab.jit(f, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del")
+    torch.testing.assert_close(jfn(x, w), f(x, w))
+    session = thunderlab.session(thunderlab.last_record(jfn))
+    assert session.wait(600)
+    torch.testing.assert_close(jfn(x, w), f(x, w))
+    tl = compile_process.timeline()
+    for name, r in session.regions.items():
+        assert r.version == "inductor", (name, r.error)
+        if r.compiled_in != "worker process":  # an identical region compiled before is reused, not sent again
+            continue
+        sent = [q for q in tl["requests"] if q["region"] == name and q["ok"]]
+        assert sent, (name, tl)
+        q = sent[-1]
+        assert tl["spawned_at"] <= q["sent_at"] <= q["answered_at"]
+        assert 0 < q["compile_s"] <= q["answered_at"] - q["sent_at"]
+        assert tl["imported_at"] is not None and tl["imported_cpu_s"] > 0
