@@ -31,7 +31,8 @@ class JitFunction:
         self.fn = fn
         self.options = options
         if options.tiered:  # the kernel compiler's worker imports while the first call captures (compile_process)
-            compile_process.expect(options.pipeline, tuple(fn.parameters()) if isinstance(fn, torch.nn.Module) else ())
+            compile_process.expect(options.pipeline, tuple(fn.parameters()) if isinstance(fn, torch.nn.Module) else (),
+                                   default_order())
         name = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn")
         self.backend = Backend(options, name=name)
         link = BackendLink(self.backend)  # Dynamo keeps what it is given: the graphs go when this object goes

@@ -100,8 +100,11 @@ def _resolve(qualname: str):
     return {"ltorch": LTORCH, "prims": PRIMS}.get(mod, {}).get(attr)
 
 
-def expect(pipeline: str, args) -> None:
+def expect(pipeline: str, args, order: tuple[str, ...]) -> None:
     """A tiered capture begins: start the worker now if the program's regions may be compiled in it.
+
+    ``order`` is the executor priority a pipeline that names none uses (``thunderlab.executors.default_order()``,
+    passed in: this module sits below the package that registers the executors).
 
     They may when fast paths are on, the pipeline fuses, Inductor is among the executors its ``claim`` is
     given (or the default ones) and can run here, and every tensor input is on the CPU. Starting now
@@ -113,13 +116,12 @@ def expect(pipeline: str, args) -> None:
     """
     from thunderlab.core import fastpaths
 
-    from . import default_order
     from .base import get_executor
 
     if _worker is not None or broken is not None or not fastpaths.enabled() or "fuse" not in pipeline:
         return
     named = pipeline.partition("executors=")[2]
-    if ("inductor" not in named) if named else ("inductor" not in default_order()):
+    if ("inductor" not in named) if named else ("inductor" not in order):
         return
     if any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args):
         return

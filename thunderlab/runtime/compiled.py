@@ -234,7 +234,7 @@ class CompiledGraph:
         if self.options.verify and self.eager is not None:
             reference = eager_reference(self.eager, args)
         if self.options.tiered:  # the kernel compiler's worker imports while this captures (see compile_process)
-            compile_process.expect(self.options.pipeline, args)
+            compile_process.expect(self.options.pipeline, args, default_order())
         t0 = time.perf_counter()
         program, lifted = self.capture(args)
         capture_s = time.perf_counter() - t0
