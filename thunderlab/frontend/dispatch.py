@@ -342,7 +342,7 @@ class DirectCalls:
         kw = f.__kwdefaults__
         now = (f.__defaults__, tuple((k, id(v)) for k, v in kw.items()) if kw else None)
         if self._defaults is None or now[0] is not self._defaults[0] or now[1] != self._defaults[1]:
-            self.signature = inspect.signature(f)
+            self.signature = inspect.signature(f, follow_wrapped=False)
             self._defaults = now
         return self.signature
 
