@@ -1,4 +1,5 @@
 """Direct calls: a jitted function skips TorchDynamo's frame machinery only where Dynamo would do the same."""
+import functools
 import sys
 
 import pytest
@@ -342,3 +343,35 @@ def test_changed_defaults_are_the_ones_a_direct_call_uses():
     torch.testing.assert_close(j(x), x * 3.0 + 6.0)
     torch.testing.assert_close(j(x), x * 3.0 + 6.0)
     assert _direct(j) > before  # and still runs directly
+
+
+def _passing_through(forward):
+    """A decorator as Hugging Face's models wrap their forward with: ``functools.wraps`` sets ``__wrapped__``, so
+    ``inspect.signature`` shows the wrapped forward's parameters, while the frame Dynamo compiles is this wrapper's."""
+    @functools.wraps(forward)
+    def wrapper(self, *args, **kwargs):
+        return forward(self, *args, **kwargs)
+
+    return wrapper
+
+
+def test_a_forward_under_a_functools_wraps_decorator_runs_directly():
+    class Decorated(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(6, 3)
+
+        @_passing_through
+        def forward(self, x, bias=None, scale=1.0):
+            out = self.lin(x) * scale
+            return out if bias is None else out + bias
+
+    m = Decorated()
+    j = thunderlab.jit(m)
+    x, b = torch.randn(2, 6), torch.randn(3)
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(j(x=x, bias=b), m(x=x, bias=b))
+            torch.testing.assert_close(j(x, b, 2.0), m(x, b, 2.0))
+            torch.testing.assert_close(j(x, scale=0.5), m(x, scale=0.5))
+    assert _direct(j) >= 6, j.direct.why_not
