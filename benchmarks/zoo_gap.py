@@ -17,7 +17,7 @@ intervals (benchmarks/paired.py). What each compiler handed Inductor is compared
 generated: thunderlab's region source against the graph of a separate torch.compile whose backend is
 Inductor's compile_fx (what the "inductor" backend calls), kept for its source only: its kernels, the calls of
 each, extern calls (mm/addmm/convolution/sdpa), and the lines of the two modules' ``call`` that differ.
-Writes --out (default benchmarks/results/zoo_gap.json).
+Each model runs in a process of its own. Writes --out (default benchmarks/results/zoo_gap.json).
 
 Run:  .venv/bin/python benchmarks/zoo_gap.py [--models vit,llama] [--rounds 200] [--race] [--out PATH]
 """
@@ -33,6 +33,7 @@ import os
 import random
 import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -56,7 +57,7 @@ def inductor_module_summary(source: str) -> dict:
     body = source[source.index("def call(self, args)"):] if "def call(self, args)" in source else source
     body = body.split("\ndef benchmark_compiled_module", 1)[0]
     calls: dict[str, int] = {}
-    for name in re.findall(r"\b(extern_kernels\.\w+|torch\.ops\.aten\.\w+)\(", body):
+    for name in re.findall(r"\b(extern_kernels\.\w+|torch\.ops\.aten\.\w+)(?:\.default)?\(", body):
         calls[name] = calls.get(name, 0) + 1
     return {"kernels": len(re.findall(r"^(\w+) = async_compile\.\w+\(", source, flags=re.M)),
             "kernel_calls": len(re.findall(r"^\s+(cpp_fused_\w+|triton_\w+)\(", body, flags=re.M)),
@@ -101,10 +102,22 @@ def main(argv=None) -> int:
                     "torch": torch.__version__, "threads": 1, "clock": "time.thread_time", "batch": 4,
                     "length": 16, "rounds": a.rounds, "race": a.race,
                     "inductor_cache": os.environ["TORCHINDUCTOR_CACHE_DIR"]}, "models": {}}
-    for name in [m for m in a.models.split(",") if m]:
+    names = [m for m in a.models.split(",") if m]
+    for name in names:
         if name not in by_name:
             raise SystemExit(f"zoo_gap.py: no zoo model {name!r}; valid: {', '.join(sorted(by_name))}")
-        out["models"][name] = run(by_name[name], a.rounds, a.race)
+    if len(names) == 1:
+        out["models"][names[0]] = run(by_name[names[0]], a.rounds, a.race)
+        Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+        return 0
+    # one process a model: Hugging Face's forward decorators share one wrapper's code object, whose TorchDynamo
+    # cache entries (every compile of every model) would reach Dynamo's recompile limit within a few models
+    for name in names:
+        part = Path(a.out).with_suffix(f".{name}.part.json")
+        cmd = [sys.executable, __file__, "--models", name, "--rounds", str(a.rounds), "--out", str(part)]
+        subprocess.run(cmd + (["--race"] if a.race else []), check=True)
+        out["models"][name] = json.loads(part.read_text())["models"][name]
+        part.unlink()
         Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
@@ -146,18 +159,18 @@ def run(entry, rounds: int, race: bool) -> dict:
     pairs = [("thunderlab", "torch.compile"), ("thunderlab-before", "torch.compile"),
              ("thunderlab", "thunderlab-before"), ("thunderlab", "eager"), ("torch.compile", "eager")]
     ratios = {f"{x} / {y}": paired_ratio(times[x], times[y]) for x, y in pairs}
-    regions = {}
-    sources = []
-    for r in fns["thunderlab"].records:
+    regions = {}  # "record index/region": what runs it
+    sources = []  # each different module once (a recompile for a changed Python value makes the same regions)
+    for i, r in enumerate(fns["thunderlab"].records):
         for rname, runner in thunderlab.session(r).regions.items():
-            regions[rname] = {"version": runner.version, "compiled_in": runner.compiled_in}
-            sources.extend(runner.source)
+            regions[f"{i}/{rname}"] = {"version": runner.version, "compiled_in": runner.compiled_in}
+            sources.extend(src for src in runner.source if src not in sources)
     theirs = compile_fx_source(ref, kw)
     ours_calls = [normalized_call(s) for s in sources if "def call(self, args)" in s]
     theirs_calls = [normalized_call(s) for s in theirs if "def call(self, args)" in s]
     differing = None
-    if len(ours_calls) == 1 and len(theirs_calls) >= 1:
-        diff = difflib.unified_diff(theirs_calls[-1], ours_calls[0], lineterm="", n=0)
+    if len(ours_calls) == 1 and len(theirs_calls) == 1:  # one graph each: their lines compare one for one
+        diff = difflib.unified_diff(theirs_calls[0], ours_calls[0], lineterm="", n=0)
         differing = [ln for ln in diff if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]
     row = {"median_ms": {v: 1e3 * statistics.median(t) for v, t in times.items()},
            "ratios": ratios,
