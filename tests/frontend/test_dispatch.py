@@ -1,5 +1,6 @@
 """Direct calls: a jitted function skips TorchDynamo's frame machinery only where Dynamo would do the same."""
 import functools
+import inspect
 import sys
 
 import pytest
@@ -375,3 +376,23 @@ def test_a_forward_under_a_functools_wraps_decorator_runs_directly():
             torch.testing.assert_close(j(x, b, 2.0), m(x, b, 2.0))
             torch.testing.assert_close(j(x, scale=0.5), m(x, scale=0.5))
     assert _direct(j) >= 6, j.direct.why_not
+
+
+def test_a_call_that_cannot_run_directly_binds_no_arguments_of_its_own(monkeypatch):
+    """A graph break's resumed frames need Dynamo, so such calls go to Dynamo at once: binding the arguments and
+    checking the guards first (a model's guards may read its config through Python) would be wasted work."""
+    def f(x, *, shift=0.0):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        return y + shift
+
+    binds = []
+    bind = inspect.Signature.bind
+    monkeypatch.setattr(inspect.Signature, "bind", lambda self, *a, **k: binds.append(1) or bind(self, *a, **k))
+    j = thunderlab.jit(f)
+    x = torch.randn(5)
+    for _ in range(3):
+        torch.testing.assert_close(j(x, shift=1.0), f(x, shift=1.0))
+    binds.clear()
+    torch.testing.assert_close(j(x, shift=2.0), f(x, shift=2.0))
+    assert binds == [] and _direct(j) == 0 and "graph break" in j.direct.why_not
