@@ -66,3 +66,25 @@ def test_zoo_tables_from_split_runs_merge_case_by_case(tmp_path):
     assert table["summary"]["counts"]["train"] == {"pass": 1, "wrong": 0, "error": 0}
     assert table["summary"]["train"]["worst_case"] == "resnet"
     assert [r["file"] for r in table["meta"]["runs"]] == ["a.json", "b.json"]
+
+
+@pytest.mark.parametrize("name", ["vit", "llama"])
+def test_hugging_face_forwards_run_directly(name):
+    """Hugging Face wraps a model's forward in decorators (``functools.wraps``); repeated calls with keyword inputs
+    still skip TorchDynamo's frame, and give eager's results."""
+    import torch
+
+    import thunderlab
+    from thunderlab.passes import DEFAULT_PIPELINE
+
+    from .models import inputs, pair
+
+    entry = next(e for e in ZOO if e.name == name)
+    model, ref = pair(entry)
+    kw = inputs(entry, ref, batch=2, length=8)
+    j = thunderlab.jit(model.eval(), pipeline=DEFAULT_PIPELINE.replace("claim", "claim{executors=torch}"))
+    with torch.no_grad():
+        expect = ref.eval()(**kw).logits
+        for _ in range(3):
+            torch.testing.assert_close(j(**kw).logits, expect)
+    assert j.cache_info["direct_calls"] >= 1, j.direct.why_not
