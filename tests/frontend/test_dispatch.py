@@ -396,3 +396,20 @@ def test_a_call_that_cannot_run_directly_binds_no_arguments_of_its_own(monkeypat
     binds.clear()
     torch.testing.assert_close(j(x, shift=2.0), f(x, shift=2.0))
     assert binds == [] and _direct(j) == 0 and "graph break" in j.direct.why_not
+
+
+def test_a_forward_with_a_declared_signature_runs_directly():
+    """``__signature__`` (documented by ``inspect.signature``) may describe other parameters than the code has; the
+    frame Dynamo compiled is filled by the code's own."""
+    class Declared(torch.nn.Module):
+        def forward(self, *args, **kwargs):
+            x, scale = (*args, *kwargs.values(), 1.0)[:2]
+            return x * scale
+
+    Declared.forward.__signature__ = inspect.signature(lambda self, x, scale=1.0: None)
+    m = Declared()
+    j = thunderlab.jit(m)
+    x = torch.randn(4)
+    for _ in range(3):
+        torch.testing.assert_close(j(x, scale=3.0), x * 3.0)
+    assert _direct(j) >= 2, j.direct.why_not

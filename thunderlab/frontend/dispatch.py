@@ -356,7 +356,11 @@ class DirectCalls:
         kw = f.__kwdefaults__
         now = (f.__defaults__, tuple((k, id(v)) for k, v in kw.items()) if kw else None)
         if self._defaults is None or now[0] is not self._defaults[0] or now[1] != self._defaults[1]:
-            self.signature = inspect.signature(f, follow_wrapped=False)
+            # the parameters of the code Dynamo's frame runs: not those ``inspect.signature`` would otherwise
+            # report for a decorated function (``__wrapped__``'s, from ``functools.wraps``) or a ``__signature__``
+            plain = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+            plain.__kwdefaults__ = kw
+            self.signature = inspect.signature(plain)
             self._defaults = now
         return self.signature
 
