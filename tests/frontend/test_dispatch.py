@@ -1,4 +1,6 @@
 """Direct calls: a jitted function skips TorchDynamo's frame machinery only where Dynamo would do the same."""
+import functools
+import inspect
 import sys
 
 import pytest
@@ -342,3 +344,72 @@ def test_changed_defaults_are_the_ones_a_direct_call_uses():
     torch.testing.assert_close(j(x), x * 3.0 + 6.0)
     torch.testing.assert_close(j(x), x * 3.0 + 6.0)
     assert _direct(j) > before  # and still runs directly
+
+
+def _passing_through(forward):
+    """A decorator as Hugging Face's models wrap their forward with: ``functools.wraps`` sets ``__wrapped__``, so
+    ``inspect.signature`` shows the wrapped forward's parameters, while the frame Dynamo compiles is this wrapper's."""
+    @functools.wraps(forward)
+    def wrapper(self, *args, **kwargs):
+        return forward(self, *args, **kwargs)
+
+    return wrapper
+
+
+def test_a_forward_under_a_functools_wraps_decorator_runs_directly():
+    class Decorated(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(6, 3)
+
+        @_passing_through
+        def forward(self, x, bias=None, scale=1.0):
+            out = self.lin(x) * scale
+            return out if bias is None else out + bias
+
+    m = Decorated()
+    j = thunderlab.jit(m)
+    x, b = torch.randn(2, 6), torch.randn(3)
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(j(x=x, bias=b), m(x=x, bias=b))
+            torch.testing.assert_close(j(x, b, 2.0), m(x, b, 2.0))
+            torch.testing.assert_close(j(x, scale=0.5), m(x, scale=0.5))
+    assert _direct(j) >= 6, j.direct.why_not
+
+
+def test_a_call_that_cannot_run_directly_binds_no_arguments_of_its_own(monkeypatch):
+    """A graph break's resumed frames need Dynamo, so such calls go to Dynamo at once: binding the arguments and
+    checking the guards first (a model's guards may read its config through Python) would be wasted work."""
+    def f(x, *, shift=0.0):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        return y + shift
+
+    binds = []
+    bind = inspect.Signature.bind
+    monkeypatch.setattr(inspect.Signature, "bind", lambda self, *a, **k: binds.append(1) or bind(self, *a, **k))
+    j = thunderlab.jit(f)
+    x = torch.randn(5)
+    for _ in range(3):
+        torch.testing.assert_close(j(x, shift=1.0), f(x, shift=1.0))
+    binds.clear()
+    torch.testing.assert_close(j(x, shift=2.0), f(x, shift=2.0))
+    assert binds == [] and _direct(j) == 0 and "graph break" in j.direct.why_not
+
+
+def test_a_forward_with_a_declared_signature_runs_directly():
+    """``__signature__`` (documented by ``inspect.signature``) may describe other parameters than the code has; the
+    frame Dynamo compiled is filled by the code's own."""
+    class Declared(torch.nn.Module):
+        def forward(self, *args, **kwargs):
+            x, scale = (*args, *kwargs.values(), 1.0)[:2]
+            return x * scale
+
+    Declared.forward.__signature__ = inspect.signature(lambda self, x, scale=1.0: None)
+    m = Declared()
+    j = thunderlab.jit(m)
+    x = torch.randn(4)
+    for _ in range(3):
+        torch.testing.assert_close(j(x, scale=3.0), x * 3.0)
+    assert _direct(j) >= 2, j.direct.why_not

@@ -66,3 +66,34 @@ def test_zoo_tables_from_split_runs_merge_case_by_case(tmp_path):
     assert table["summary"]["counts"]["train"] == {"pass": 1, "wrong": 0, "error": 0}
     assert table["summary"]["train"]["worst_case"] == "resnet"
     assert [r["file"] for r in table["meta"]["runs"]] == ["a.json", "b.json"]
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "train"])
+@pytest.mark.parametrize("name", ["vit", "llama"])
+def test_hugging_face_forwards_run_directly(name, train):
+    """Hugging Face wraps a model's forward in decorators (``functools.wraps``); repeated calls with keyword inputs
+    still skip TorchDynamo's frame, and give eager's results (in training, its loss and gradients too)."""
+    import torch
+
+    import thunderlab
+    from thunderlab.passes import DEFAULT_PIPELINE
+
+    from .models import inputs, pair
+
+    entry = next(e for e in ZOO if e.name == name)
+    model, ref = pair(entry)
+    model.train(train), ref.train(train)
+    kw = inputs(entry, ref, batch=2, length=8)
+    j = thunderlab.jit(model, pipeline=DEFAULT_PIPELINE.replace("claim", "claim{executors=torch}"))
+    with torch.set_grad_enabled(train):
+        for _ in range(3):
+            got, want = j(**kw), ref(**kw)
+            torch.testing.assert_close(got.logits, want.logits)
+            if train:
+                got.loss.backward()
+                want.loss.backward()
+                grads = {n: p.grad for n, p in ref.named_parameters()}
+                for n, p in model.named_parameters():
+                    torch.testing.assert_close(p.grad, grads[n], rtol=1e-3, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
+                model.zero_grad(), ref.zero_grad()
+    assert j.cache_info["direct_calls"] >= 1, j.direct.why_not

@@ -169,6 +169,27 @@ class DirectCalls:
                               or _nn_module._global_backward_hooks or _nn_module._global_backward_pre_hooks):
             self.why_not = "the module has hooks, which run outside the captured graph"
             return MISS
+        # Dynamo's cache entries for the code, fetched again only when their number changed: entries are
+        # appended by compiles (through Dynamo, after a miss here) and dropped by torch._dynamo.reset(); both
+        # change the count. Each entry's guards decide alone whether it may run, so a list kept across calls
+        # chooses only among valid entries.
+        count = _entry_count(self.code) if _entry_count is not None else -1
+        listed = self._listed
+        if listed is None or count != listed[0] or count < 0:
+            listed = self._listed = (count, _debug_get_cache_entry_list(self.code))
+            if any(p[0]() is None for p in self._printed):  # entries Dynamo dropped
+                self._printed = [p for p in self._printed if p[0]() is not None]
+                self._print()
+        for entry in listed[1]:
+            if self._known(entry)[2] == "ok":
+                break
+        else:
+            # no entry of ours may run directly (a graph break, say): whichever guards pass, the call goes
+            # through Dynamo, so neither the arguments are bound nor the guards checked here (a model's guards
+            # read its config through Python attribute hooks: tens of microseconds a call)
+            self.why_not = next((k[2] for k in map(self._known, listed[1]) if k[2]),
+                                "no cached graph's guards pass (Dynamo compiles a new one)")
+            return MISS
         lead = (self.bound,) if self.bound is not None else ()
         if not kwargs and len(args) == self._n_positional:
             frame_locals = dict(zip(self._names, lead + args))
@@ -186,26 +207,9 @@ class DirectCalls:
             lead, args, kwargs = (), bound.args, bound.kwargs
         for name, cell in self._free:
             frame_locals[name] = cell.cell_contents
-        # Dynamo's cache entries for the code, fetched again only when their number changed: entries are
-        # appended by compiles (through Dynamo, after a miss here) and dropped by torch._dynamo.reset(); both
-        # change the count. Each entry's guards decide alone whether it may run, so a list kept across calls
-        # chooses only among valid entries.
-        count = _entry_count(self.code) if _entry_count is not None else -1
-        listed = self._listed
-        if listed is None or count != listed[0] or count < 0:
-            listed = self._listed = (count, _debug_get_cache_entry_list(self.code))
-            if any(p[0]() is None for p in self._printed):  # entries Dynamo dropped
-                self._printed = [p for p in self._printed if p[0]() is not None]
-                self._print()
         profiling = torch.autograd.profiler._is_profiler_enabled
         for entry in listed[1]:
-            known = self._runnable.get(id(entry.code))
-            if known is None:
-                # the guards' C++ root, called as Dynamo's frame hook calls it (the manager's own check() is a
-                # Python method that only forwards to it)
-                check = getattr(entry.guard_manager, "root", entry.guard_manager).check
-                known = self._runnable[id(entry.code)] = (entry.code, check, *self._make(entry))
-            _code, check, ours, run, quiet = known
+            _code, check, ours, run, quiet = self._known(entry)
             if not ours:  # another backend's entry (a second compile of the same code): Dynamo skips it too
                 continue
             if check(frame_locals):
@@ -219,6 +223,16 @@ class DirectCalls:
         self.why_not = "no cached graph's guards pass (Dynamo compiles a new one)"
         self._listed = None  # Dynamo is about to add one
         return MISS
+
+    def _known(self, entry) -> tuple:
+        """(code, its guards' check, "" / why not / "ok", and its two runners) for a Dynamo cache entry, made once."""
+        known = self._runnable.get(id(entry.code))
+        if known is None:
+            # the guards' C++ root, called as Dynamo's frame hook calls it (the manager's own check() is a
+            # Python method that only forwards to it)
+            check = getattr(entry.guard_manager, "root", entry.guard_manager).check
+            known = self._runnable[id(entry.code)] = (entry.code, check, *self._make(entry))
+        return known
 
     @property
     def hits(self) -> int:
@@ -342,7 +356,11 @@ class DirectCalls:
         kw = f.__kwdefaults__
         now = (f.__defaults__, tuple((k, id(v)) for k, v in kw.items()) if kw else None)
         if self._defaults is None or now[0] is not self._defaults[0] or now[1] != self._defaults[1]:
-            self.signature = inspect.signature(f)
+            # the parameters of the code Dynamo's frame runs: not those ``inspect.signature`` would otherwise
+            # report for a decorated function (``__wrapped__``'s, from ``functools.wraps``) or a ``__signature__``
+            plain = types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)
+            plain.__kwdefaults__ = kw
+            self.signature = inspect.signature(plain)
             self._defaults = now
         return self.signature
 
