@@ -6,9 +6,31 @@ from dataclasses import dataclass, fields
 
 from thunderlab.core.symbols import BoundSymbol, Symbol
 from thunderlab.core.trace import Trace
-from thunderlab.ops import collectives
+from thunderlab.ops import collectives, prims
 
 EXECUTORS: dict[str, Executor] = {}
+
+
+def freeing(trace: Trace) -> Trace:
+    """``trace`` with each value deleted right after its last use.
+
+    The ``del`` pass does this to a program; a fusion region's torch version does it to the region's
+    members, which run in one function (a backward region can hold a whole backward): without the
+    deletions every intermediate would live until the region returns, where eager PyTorch frees each one
+    after its last use and its allocator hands the memory to the next call.
+    """
+    seen = {p.name for p in trace.output_proxies()}
+    out: list[BoundSymbol] = []
+    for b in reversed([b for b in trace.bound_symbols if not b.sym.bookkeeping]):
+        dead = []
+        for p in b.inputs + b.outputs:
+            if p.name not in seen:
+                seen.add(p.name)
+                dead.append(p)
+        if dead:
+            out.append(BoundSymbol(prims.python_del, tuple(dead), {}, None))
+        out.append(b)
+    return trace.derive(bound_symbols=out[::-1])
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,9 @@ import torch
 
 from thunderlab.core.symbols import BoundSymbol, Kind, Symbol
 from thunderlab.core.trace import Trace
-from thunderlab.ops import prims
 from thunderlab.ops.rules import draws
 
-from .base import EXECUTORS, Executor, RunOptions, bind
+from .base import EXECUTORS, Executor, RunOptions, bind, freeing
 from .region import RegionRunner
 
 NEEDS_AUTODIFF = ("its inputs require grad and no autodiff pass ran, so torch runs it "
@@ -59,30 +58,6 @@ def _torch_trace(name: str, inputs, members, outputs) -> Trace:
     names = {p.name for p in inputs} | {p.name for b in members for p in b.outputs}
     return Trace(name=name, inputs=list(inputs), bound_symbols=[b.replace(executor="torch") for b in members],
                  output=outputs, _names=names)
-
-
-def freeing(trace: Trace) -> Trace:
-    """``trace`` with each value deleted right after its last use (as the ``del`` pass does to a program).
-
-    A region's torch version runs many calls in one function (a backward region can hold a whole
-    backward); without these deletions every intermediate would live until the region returns, where
-    eager PyTorch frees each one after its last use and its allocator hands the memory to the next
-    call. The region's own trace, the one its executor compiles, is left as it is. (Executors come
-    before passes, so the ``del`` pass's own function is not theirs to call.)
-    """
-    keep = {p.name for p in trace.output_proxies()}
-    seen: set[str] = set(keep)
-    out: list[BoundSymbol] = []
-    for b in reversed([b for b in trace.bound_symbols if not b.sym.bookkeeping]):
-        dead = []
-        for p in b.inputs + b.outputs:
-            if p.name not in seen:
-                seen.add(p.name)
-                dead.append(p)
-        if dead:
-            out.append(BoundSymbol(prims.python_del, tuple(dead), {}, None))
-        out.append(b)
-    return trace.derive(bound_symbols=out[::-1])
 
 
 class _EagerRegion:
