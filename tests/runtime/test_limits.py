@@ -193,3 +193,39 @@ def test_the_records_of_a_dropped_function_keep_no_parameters_inputs_or_compiled
     assert record in thunderlab.records() and record.table() == table
     with pytest.raises(thunderlab.NotLive, match="session needs .*the function it was compiled from was dropped"):
         thunderlab.session(record)
+
+
+def test_a_live_function_keeps_no_fake_tensors_of_dynamos_compile():
+    """TorchDynamo leaves a fake value on every node of the graph it hands over (and a GraphArg on every
+    input); each holds its fake mode and shape environment. Once the graph has been called, a compiled function
+    that stays alive keeps none of them, only the dtype its lowering reads again for a new input size."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+    j = thunderlab.jit(model)
+    j(torch.randn(3, 16))
+    gm = j.backend.graphs[0].capture.gm
+    kept = [(n.name, k) for n in gm.graph.nodes for k, v in n.meta.items()
+            if k in ("example_value", "grapharg") or isinstance(v, FakeTensor)]
+    assert kept == []
+
+
+def test_autocast_lowering_for_a_new_size_after_the_graph_let_go_of_its_fake_values():
+    """A function called under torch.autocast and then with a new batch size is lowered again from its graph,
+    whose fake values are gone by then: each op still runs in the dtype eager's autocast picks for it."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
+
+    def f(x):
+        h = model(x)
+        return h, torch.nn.functional.mse_loss(h, x[:, :8])  # CPU autocast: linear in bf16, mse_loss in float32
+
+    j = thunderlab.jit(f)
+    for batch in (4, 7, 9):  # TorchDynamo's second graph, for any size, is lowered again for the third
+        x = torch.randn(batch, 16)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            want, got = f(x), j(x)
+        assert [t.dtype for t in want] == [torch.bfloat16, torch.float32]  # PyTorch's CPU autocast lists
+        assert [t.dtype for t in got] == [t.dtype for t in want]
+        torch.testing.assert_close(got, want, atol=1e-2, rtol=1e-2)
+    assert len(j.records) == 3 and len(j.backend.graphs) == 2

@@ -35,8 +35,14 @@ def _casts(p, state: dict[str, torch.dtype], dtype: torch.dtype) -> bool:
             and p.dtype != torch.float64 and p.dtype != dtype)
 
 
+# where ``eager_dtype``'s answer is kept once TorchDynamo's fake value is let go (see ``frontend.fx.slim``)
+EAGER_DTYPE = "thunderlab_eager_dtype"
+
+
 def eager_dtype(node: torch.fx.Node) -> torch.dtype | None:
     """The floating dtype the node's (first) tensor value had in eager under the caller's autocast."""
+    if EAGER_DTYPE in node.meta:
+        return node.meta[EAGER_DTYPE]
     ev = node.meta.get("example_value")
     if isinstance(ev, (tuple, list)):
         ev = next((v for v in ev if isinstance(v, torch.Tensor)), None)

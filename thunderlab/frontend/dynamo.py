@@ -15,7 +15,7 @@ import torch
 
 from thunderlab.runtime.compiled import CompiledGraph, Options
 
-from .fx import lower, source_of, value_inputs
+from .fx import lower, slim, source_of, value_inputs
 
 _graph_ids = itertools.count()
 
@@ -43,10 +43,28 @@ class Backend:
             warnings.warn(f"thunderlab: {name} runs eagerly, as TorchDynamo captured it: {why}", stacklevel=2)
             return gm.forward
         values = value_inputs(gm)
-        graph = CompiledGraph(lambda args: lower(gm, args), self.options, name=name, graph_index=index,
+        graph = CompiledGraph(_Capture(gm), self.options, name=name, graph_index=index,
                               eager=gm.forward, static=not values and _static(gm), value_inputs=values)
         self.graphs.append(graph)
         return graph
+
+
+class _Capture:
+    """A graph's capture: ``lower(gm, args)``; after the first, ``gm`` is slimmed (``fx.slim``), since the first
+    call of a graph comes after TorchDynamo has finished with it."""
+
+    __slots__ = ("gm", "slimmed", "__weakref__")
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        self.gm, self.slimmed = gm, False
+
+    def __call__(self, args):
+        try:
+            return lower(self.gm, args)
+        finally:
+            if not self.slimmed:
+                self.slimmed = True
+                slim(self.gm)
 
 
 def _release(graphs: list[CompiledGraph]) -> None:
