@@ -361,3 +361,53 @@ def test_nanogpt_block_forward_and_backward_are_one_inductor_region_each_dropout
     assert outside == {"full", "bernoulli"}  # the draws: views, linears, attention, layer norms all in the region
     t = rec.timings()
     assert len(t) == 2 and all(r["running"] == "inductor" and r["error"] is None for r in t.values()), t
+
+
+def test_opaque_torch_calls_join_inductors_region_and_python_code_still_cuts_it():
+    # T5's shift_right (an indexed assignment into a copy), MoE routing (torch.histc) and a torch.library custom op
+    # are opaque to thunderlab but plain PyTorch to TorchDynamo and Inductor: they stay inside the one region
+    @torch.library.custom_op("thunderlab_test::scaled", mutates_args=())
+    def scaled(x: torch.Tensor, s: float) -> torch.Tensor:
+        return x * s
+
+    @scaled.register_fake
+    def _(x, s):
+        return torch.empty_like(x)
+
+    def f(ids, h):
+        shifted = ids.new_zeros(ids.shape)
+        shifted[..., 1:] = ids[..., :-1].clone()
+        counts = torch.histc(h.float(), bins=4, min=-2, max=2)
+        g = h * 2
+        g[:, 0].mul_(3)  # a write through a view of an intermediate
+        return shifted * 2, torch.ops.thunderlab_test.scaled(g.relu() + 1, 3.0).sin() * counts.sum()
+
+    ids, h = torch.randint(0, 9, (2, 6)), torch.randn(4, 8)
+    j = thunderlab.jit(f, pipeline=INDUCTOR, tiered=False)
+    with torch.no_grad():
+        out, ref = j(ids, h), f(ids, h)
+    torch.testing.assert_close(out, ref)
+    rec = thunderlab.last_record(j)
+    fuse = next(s for s in rec.steps if s.spec == "fuse")
+    assert fuse.notes["regions_per_trace"] == {"forward": 1} and fuse.notes["boundaries"] == []
+    (region,) = [b for b in rec.program.forward.bound_symbols if b.sym.is_region]
+    inside = {b.sym.qualname for b in region.subsymbols}
+    assert {"_setitem_functional", "torch.histc"} <= inside and any("scaled" in q for q in inside), inside
+    assert any(q.endswith("_scatter") for q in inside), inside
+    assert all(r["running"] == "inductor" and r["error"] is None for r in rec.timings().values()), rec.timings()
+
+    # a call of the user's own Python (run as is, opaque to thunderlab) is still left to torch, with its reason
+    @torch.compiler.allow_in_graph
+    def python_step(x):
+        return x * 2
+
+    def g(x):
+        return python_step(x.relu() + 1).sin() + 1
+
+    j = thunderlab.jit(g, pipeline=INDUCTOR, tiered=False)
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(j(x), g(x))
+    claim = next(s for s in thunderlab.last_record(j).steps if s.spec.startswith("claim"))
+    assert any("python_step" in d.reason and "opaque call of Python code" in d.reason for d in claim.notes.declines)
+

@@ -46,6 +46,10 @@ class Tag(enum.Enum):
     # talks to other processes (torch.distributed collectives, their waits): every process must make the same
     # calls in the same order, so such a call is never merged, dropped, recomputed, fused or moved across another
     COMMUNICATION = "communication"
+    # an opaque call made only of PyTorch operators, with output sizes its input sizes decide (a torch function
+    # or operator TorchDynamo put in the graph, an in-place op's functional twin): a compiler that traces
+    # PyTorch (Inductor, through TorchDynamo) can take it inside a region, where other opaque calls cut one
+    TORCH_TRACEABLE = "torch_traceable"
 
 
 class Kind(enum.Enum):

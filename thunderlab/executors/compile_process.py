@@ -74,6 +74,8 @@ def request(region: Trace, args: tuple) -> dict:
     symbols = {}
     for b in region.bound_symbols:
         mod, _, attr = b.sym.qualname.partition(".")
+        if mod == "torch" and _torch_attribute(attr) is b.sym.impl:  # torch.histc: the worker's torch has it
+            continue
         if _resolve(b.sym.qualname) is not b.sym:  # a symbol registered at run time: the worker lacks it
             raise Declined(f"{b.sym.qualname} is not importable from thunderlab.ops")
         symbols.setdefault(mod, []).append(attr)
@@ -88,6 +90,16 @@ def request(region: Trace, args: tuple) -> dict:
     if not answer.get("ok"):
         raise Declined(answer.get("reason", "the worker gave no reason"))
     return answer
+
+
+def _torch_attribute(path: str):
+    """``torch.<path>`` (``Tensor.masked_fill``), or None."""
+    value = torch
+    for part in path.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return None
+    return value
 
 
 def _resolve(qualname: str):

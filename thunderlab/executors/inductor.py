@@ -55,8 +55,8 @@ class InductorExecutor(FusionExecutor):
         s = bsym.sym
         if s.name in _DECLINE:
             return False, f"{s.qualname} {_DECLINE[s.name]}"
-        if s.kind is Kind.OPAQUE:
-            return False, f"{s.qualname} is an opaque torch call, which inductor is not handed"
+        if s.kind is Kind.OPAQUE and Tag.TORCH_TRACEABLE not in s.tags:
+            return False, f"{s.qualname} is an opaque call of Python code, which inductor is not handed"
         if Tag.BOOKKEEPING in s.tags:
             return False, f"{s.qualname} is bookkeeping"
         if s.communicates:

@@ -157,18 +157,35 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
             impl, qual, name = fn, _qualname(fn), getattr(fn, "__name__", "call")
             # an operator whose schema writes to an argument (a custom op declared with mutates_args)
             side_effect = side_effect or (isinstance(fn, torch._ops.OpOverload) and fn._schema.is_mutable)
+        tags = {Tag.SIDE_EFFECT} if side_effect else set()
+        if method is not None or of_torch(fn):
+            tags.add(Tag.TORCH_TRACEABLE)
         sym = Symbol(name=name, module="torch", impl=impl,
                      meta=torch_meta(impl, qual or name, watch=frozenset({Tag.RANDOM, Tag.SIDE_EFFECT})),
-                     tags={Tag.SIDE_EFFECT} if side_effect else (),
+                     tags=tags,
                      qualname=qual or f"_opaque_{len(OPAQUE)}_{_identifier(name)}")
         OPAQUE[key] = sym
     return sym
 
 
-def derived(key, name: str, impl: Callable, *, random: bool = False, meta: Callable | None = None) -> Symbol:
+def of_torch(fn) -> bool:
+    """Whether ``fn`` is a PyTorch operator (an ``OpOverload``, a custom op) or a function of torch's own modules:
+    what TorchDynamo traces into a graph (it put the call in the one thunderlab lowered, with fixed output sizes:
+    a graph with sizes only known at run time is refused, see frontend/dynamo.py)."""
+    if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    if getattr(fn, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor):  # a Tensor method
+        return True
+    module = getattr(fn, "__module__", None) or ""
+    return (module == "torch" or module.startswith("torch.")) and not module.startswith("torch.autograd")
+
+
+def derived(key, name: str, impl: Callable, *, random: bool = False, meta: Callable | None = None,
+            traceable: bool = False) -> Symbol:
     """An opaque symbol for a function built from a torch call (an in-place op's functional twin, a view's inverse).
 
-    It prints as ``name`` (made unique) and differentiates through PyTorch like any opaque call.
+    It prints as ``name`` (made unique) and differentiates through PyTorch like any opaque call. ``traceable``:
+    ``impl`` makes only PyTorch calls, each with fixed output sizes (``Tag.TORCH_TRACEABLE``).
     """
     sym = OPAQUE.get(key)
     if sym is None:
@@ -176,6 +193,7 @@ def derived(key, name: str, impl: Callable, *, random: bool = False, meta: Calla
         qual = f"_{name}" if f"_{name}" not in taken else f"_{name}_{len(OPAQUE)}"
         sym = Symbol(name=name, module="torch", impl=impl,
                      meta=meta or torch_meta(impl, name, watch=frozenset({Tag.RANDOM})),
-                     tags={Tag.RANDOM} if random else (), qualname=qual)
+                     tags=({Tag.RANDOM} if random else set()) | ({Tag.TORCH_TRACEABLE} if traceable else set()),
+                     qualname=qual)
         OPAQUE[key] = sym
     return sym
