@@ -411,3 +411,29 @@ def test_opaque_torch_calls_join_inductors_region_and_python_code_still_cuts_it(
     claim = next(s for s in thunderlab.last_record(j).steps if s.spec.startswith("claim"))
     assert any("python_step" in d.reason and "opaque call of Python code" in d.reason for d in claim.notes.declines)
 
+
+def _bn_net():
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               torch.nn.Conv2d(8, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+
+
+def test_batch_norm_training_is_inside_inductors_region_and_updates_running_statistics_as_eager():
+    # as torch.compile does, the running statistics are new values of the region, written into the buffers after
+    # it: a CNN's training forward is one region instead of one cut at every batch norm
+    torch.manual_seed(0)
+    model, ref = _bn_net().train(), _bn_net().train()
+    ref.load_state_dict(model.state_dict())
+    j = thunderlab.jit(model, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del",
+                       tiered=False)
+    for step in range(3):
+        x = torch.randn(4, 3, 16, 16)
+        j(x).square().mean().backward()
+        ref(x).square().mean().backward()
+        for (name, b), c in zip(model.named_buffers(), ref.buffers()):
+            torch.testing.assert_close(b, c, rtol=1e-5, atol=1e-6, msg=f"step {step}: {name}")
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+    rec = thunderlab.last_record(j)
+    fuse = next(s for s in rec.steps if s.spec == "fuse")
+    assert fuse.notes["regions_per_trace"]["forward"] == 1, fuse.notes
+    assert all(r["running"] == "inductor" and r["error"] is None for r in rec.timings().values())

@@ -158,6 +158,17 @@ def _native_batch_norm_meta(a, weight, bias, running_mean, running_var, training
     return _like(a, a, weight, bias), new_proxy(stats, a.dtype, a.device), new_proxy(stats, a.dtype, a.device)
 
 
+def _native_batch_norm_functional(a, weight, bias, running_mean, running_var, momentum, eps):
+    return tuple(aten._native_batch_norm_legit_functional(a, weight, bias, running_mean, running_var, True, momentum,
+                                                          eps))
+
+
+def _native_batch_norm_functional_meta(a, weight, bias, running_mean, running_var, momentum, eps):
+    stats = (a.shape[1],)
+    return (_like(a, a, weight, bias), new_proxy(stats, a.dtype, a.device), new_proxy(stats, a.dtype, a.device),
+            _like(running_mean, a, running_mean), _like(running_var, a, running_var))
+
+
 def _batch_norm_backward_saved(g, a, weight, running_mean, running_var, save_mean, save_invstd, training, eps):
     mask = [True, weight is not None, weight is not None]
     return tuple(aten.native_batch_norm_backward(g, a, weight, running_mean, running_var, save_mean, save_invstd,
@@ -185,6 +196,10 @@ def _batch_norm_backward_meta(g, a, weight, running_mean, running_var, training,
 # updates the running statistics in place when training, as eager's kernel does
 native_batch_norm = backward_symbol("native_batch_norm", _native_batch_norm, _native_batch_norm_meta,
                                     tags={Tag.SIDE_EFFECT})
+# training with running statistics: the updated statistics are outputs, written into the buffers by prims.copy_
+# calls the program places after every call that reads them, so the normalization joins its fusion region
+native_batch_norm_functional = backward_symbol("native_batch_norm_functional", _native_batch_norm_functional,
+                                               _native_batch_norm_functional_meta)
 batch_norm_backward_saved = backward_symbol("batch_norm_backward_saved", _batch_norm_backward_saved,
                                             _batch_norm_backward_saved_meta)
 batch_norm_backward = backward_symbol("batch_norm_backward", _batch_norm_backward, _batch_norm_backward_meta)
@@ -213,7 +228,24 @@ def _(b):
     if _bn_declines(p):
         return NotImplemented
     training = bool(p.training) or not is_tensor(p.running_mean)
+    if training and is_tensor(p.running_mean) and is_tensor(p.running_var):
+        out = native_batch_norm_functional(p.a, p.weight, p.bias, p.running_mean, p.running_var, p.momentum, p.eps)
+        prims.copy_(out[3], p.running_mean)  # autodiff places these writes (see passes/autodiff._with_residuals)
+        prims.copy_(out[4], p.running_var)
+        return out
     return native_batch_norm(p.a, p.weight, p.bias, p.running_mean, p.running_var, training, p.momentum, p.eps)
+
+
+@derivative(native_batch_norm_functional)
+def _(b, g):
+    g_out, *g_stats = g
+    if any(s is not None for s in g_stats):
+        return NotImplemented
+    p = b.params
+    _, save_mean, save_invstd, _, _ = b.output
+    ga, gw, gb = batch_norm_backward_saved(g_out, p.a, p.weight, p.running_mean, p.running_var, save_mean,
+                                           save_invstd, True, p.eps)
+    return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
 
 
 @derivative(native_batch_norm)

@@ -129,7 +129,7 @@ def _with_residuals(work: Trace, bsyms, needs: set[str]) -> list[BoundSymbol]:
     which also returns the generator's state before the call, for backward to replay it from.
     """
     needs = set(needs)
-    out = []
+    out, writes = [], []
     for b in bsyms:
         wants = any(p.name in needs for p in b.inputs)
         make = RESIDUALS.get(b.sym.qualname) if wants and isinstance(b.output, TensorProxy) else None
@@ -143,12 +143,33 @@ def _with_residuals(work: Trace, bsyms, needs: set[str]) -> list[BoundSymbol]:
                 made = make(b)
             recorded = work.bound_symbols[start:]
             del work.bound_symbols[start:]
-            if made is not NotImplemented and len(recorded) == 1:
+            if made is not NotImplemented and recorded and all(r.sym is prims.copy_ for r in recorded[1:]):
                 v = recorded[0]
                 out.append(v.replace(output=(b.output, *v.output[1:]), id=b.id))
+                writes.extend((len(out), w) for w in recorded[1:])
                 continue
         out.append(b)
-    return out
+    return _place_writes(out, writes)
+
+
+def _place_writes(bsyms: list[BoundSymbol], writes: list[tuple[int, BoundSymbol]]) -> list[BoundSymbol]:
+    """Put each write a residual variant made (``prims.copy_(new, buffer)``: batch norm's running statistics)
+    at the end of the forward when no later call reads its target, so that it cuts no fusion region; where a
+    later call reads it (one module called twice), right after the variant, as eager orders it."""
+    if not writes:
+        return bsyms
+    at_end, inline = [], {}
+    for pos, w in writes:
+        target = w.inputs[1].name
+        if any(target in (p.name for p in later.inputs) for later in bsyms[pos:]):
+            inline.setdefault(pos, []).append(w)
+        else:
+            at_end.append(w)
+    out = []
+    for i, b in enumerate(bsyms, 1):
+        out.append(b)
+        out.extend(inline.get(i, ()))
+    return out + at_end
 
 
 def split(trace: Trace) -> Program | None:
