@@ -56,8 +56,8 @@ zoo: setup
 
 # Inductor compiles take minutes per model on two cores: the subset in the README's table (all models: drop --models)
 zoo-bench: setup extension/node_modules/.installed browser
-	$(BIN)/python benchmarks/zoo.py --models bert,gpt2,bloom,llama,mixtral,falcon,t5,vit,resnet \
-		--variants thunderlab,torch.compile,thunderlab-torch --rounds 10
+	$(BIN)/python benchmarks/zoo.py --rounds 20 --models \
+		bert,deberta,gpt2,bloom,llama,mixtral,qwen2_moe,falcon,t5,bart,whisper,vit,resnet,convnext,regnet,mobilenet_v2,efficientnet
 
 bench: setup
 	$(BIN)/python benchmarks/compile_and_overhead.py

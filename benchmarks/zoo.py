@@ -6,7 +6,8 @@ zero_grad), the --variants below run on their own copies of the model (same weig
   eager              the model itself, the reference of every ratio;
   thunderlab         thunderlab.jit(model) as a new user runs it: the default pipeline with the default executors
                      (Inductor on CPU), tiered, and waited for until every fusion region's kernel is built
-                     (thunderlab.session(record).wait() for each of its records) before it is timed;
+                     (thunderlab.session(record).wait() for each of its records) and warmed up until every
+                     region's executor race is decided, before it is timed;
   torch.compile      torch.compile(model), Inductor with its defaults;
   thunderlab-torch   thunderlab.jit with the default pipeline on the torch executor only (claim{executors=torch}):
                      what thunderlab's own passes and eager's kernels give, without generated kernels.
@@ -109,6 +110,19 @@ def _wait(fn) -> dict:
     return {"records": len(fn.records), "regions_running": running, "region_errors": errors}
 
 
+def _racing(fn) -> bool:
+    """Whether a region of a jitted function still races its versions (each call then runs one of them in turn,
+    the torch version included): the steady state a user's loop reaches comes after every race is decided."""
+    for record in getattr(fn, "records", ()):
+        try:
+            session = thunderlab.session(record)
+        except thunderlab.NotLive:
+            continue
+        if any((region.get("race") or {}).get("state") == "racing" for region in session.timings().values()):
+            return True
+    return False
+
+
 CLOCK = time.thread_time
 
 
@@ -129,6 +143,10 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str]) -> dict:
             regions[name] = _wait(fn)
             ready[name] = time.perf_counter() - t0
         for _ in range(3):
+            _step(fn, model, x, train)
+        for _ in range(100):  # until every region's race is decided (about ten calls)
+            if not _racing(fn):
+                break
             _step(fn, model, x, train)
     if "thunderlab" in regions:  # after the warm-up calls: every region has switched to what it will run
         regions["thunderlab"] = _wait(variants["thunderlab"][0])
