@@ -198,8 +198,9 @@ native_batch_norm = backward_symbol("native_batch_norm", _native_batch_norm, _na
                                     tags={Tag.SIDE_EFFECT})
 # training with running statistics: the updated statistics are outputs, written into the buffers by prims.copy_
 # calls the program places after every call that reads them, so the normalization joins its fusion region
+# (never recomputed in backward: that would compute the batch statistics again, a pass over the activation)
 native_batch_norm_functional = backward_symbol("native_batch_norm_functional", _native_batch_norm_functional,
-                                               _native_batch_norm_functional_meta)
+                                               _native_batch_norm_functional_meta, tags={Tag.DONT_RECOMPUTE})
 batch_norm_backward_saved = backward_symbol("batch_norm_backward_saved", _batch_norm_backward_saved,
                                             _batch_norm_backward_saved_meta)
 batch_norm_backward = backward_symbol("batch_norm_backward", _batch_norm_backward, _batch_norm_backward_meta)
