@@ -437,3 +437,32 @@ def test_batch_norm_training_is_inside_inductors_region_and_updates_running_stat
     fuse = next(s for s in rec.steps if s.spec == "fuse")
     assert fuse.notes["regions_per_trace"]["forward"] == 1, fuse.notes
     assert all(r["running"] == "inductor" and r["error"] is None for r in rec.timings().values())
+
+
+def test_profiling_a_record_compiled_under_no_grad_runs_it_under_no_grad():
+    # the sidebar's "Profile one call" on a model compiled in inference: Inductor's kernel writes into out= buffers,
+    # which PyTorch refuses for parameters that require grad while grad mode is on
+    from thunderlab.runtime.profile import profile_record
+
+    class Conv1D(torch.nn.Module):  # GPT-2's projection: addmm on its parameters
+        def __init__(self, n_in, n_out):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(n_in, n_out) / n_in ** 0.5)
+            self.bias = torch.nn.Parameter(torch.zeros(n_out))
+
+        def forward(self, x):
+            return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(*x.shape[:-1], -1)
+
+    model = torch.nn.Sequential(Conv1D(16, 32), torch.nn.GELU(), Conv1D(32, 8))
+    j = thunderlab.jit(model, pipeline=INDUCTOR, timing=True)
+    x = torch.randn(2, 4, 16)
+    with torch.no_grad():
+        j(x)
+        rec = thunderlab.last_record(j)
+        assert thunderlab.session(rec).wait(300)
+        for _ in range(12):
+            j(x)
+    assert torch.is_grad_enabled()
+    kernels = profile_record(rec)
+    (region,) = [name for name in kernels if name != "(outside regions)"]
+    assert kernels[region] and all(k["count"] >= 1 for k in kernels[region])

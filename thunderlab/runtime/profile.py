@@ -71,7 +71,15 @@ def profile_record(record: CompileRecord, *, wait_s: float = 300.0) -> dict[str,
     inputs = session.example_inputs
     if inputs is None:
         raise ValueError(GONE)
-    run = program_runner(record)
+    program = program_runner(record)
+    # in the grad mode it was compiled for: a program compiled under no_grad has no backward, and its kernels
+    # (Inductor's write into out= buffers) refuse inputs that require grad while grad mode is on
+    training = "backward" in record.program.traces
+
+    def run(*args):
+        with torch.set_grad_enabled(training):
+            return program(*args)
+
     if not all(r.ready.is_set() for r in session.regions.values()):
         run(*inputs)
         session.wait(wait_s)
