@@ -10,6 +10,7 @@ import copy
 import datetime
 import json
 import os
+import time
 import traceback
 
 import torch
@@ -170,11 +171,18 @@ def worker(rank: int, world: int, port: int, out_dir: str, cases: list[str]) -> 
 
 
 def failing_worker(rank: int, world: int, port: int, mode: str) -> None:
-    """Rank 1 raises ("raise"), or never joins rank 0's collective ("timeout")."""
+    """Rank 1 raises ("raise"), or never joins rank 0's collective ("timeout").
+
+    With "raise", rank 0 waits outside any collective, to be ended by the launcher: in a collective it would fail
+    too as soon as rank 1's connection closes, and on a loaded machine its failure could be the one reported first.
+    """
     init(rank, world, port, timeout_s=5)
     if rank == 1:
         if mode == "raise":
             raise RuntimeError("rank 1 fails on purpose")
+        return
+    if mode == "raise":
+        time.sleep(60)
         return
     dist.all_reduce(torch.ones(4))  # rank 1 never joins: gloo's timeout ends the wait
 
