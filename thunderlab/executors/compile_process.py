@@ -67,6 +67,8 @@ def request(region: Trace, args: tuple) -> dict:
 
     Raises ``Declined`` when the region must be compiled here (a reason it gives, or the worker is unavailable).
     """
+    from thunderlab.ops.mapping import torch_attribute
+
     p = Printer()
     src = python(region, source=False, comments=False, imports=False, printer=p, regions=False)
     if p.constants:  # values the printed program cannot name: only this process has them
@@ -74,7 +76,7 @@ def request(region: Trace, args: tuple) -> dict:
     symbols = {}
     for b in region.bound_symbols:
         mod, _, attr = b.sym.qualname.partition(".")
-        if mod == "torch" and _torch_attribute(attr) is b.sym.impl:  # torch.histc: the worker's torch has it
+        if mod == "torch" and torch_attribute(attr) is b.sym.impl:  # torch.histc: the worker's torch has it
             continue
         if _resolve(b.sym.qualname) is not b.sym:  # a symbol registered at run time: the worker lacks it
             raise Declined(f"{b.sym.qualname} is not importable from thunderlab.ops")
@@ -90,16 +92,6 @@ def request(region: Trace, args: tuple) -> dict:
     if not answer.get("ok"):
         raise Declined(answer.get("reason", "the worker gave no reason"))
     return answer
-
-
-def _torch_attribute(path: str):
-    """``torch.<path>`` (``Tensor.masked_fill``), or None."""
-    value = torch
-    for part in path.split("."):
-        value = getattr(value, part, None)
-        if value is None:
-            return None
-    return value
 
 
 def _resolve(qualname: str):

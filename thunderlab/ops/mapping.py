@@ -122,15 +122,19 @@ def _qualname(fn) -> str | None:
             candidates.append(f"{mod}.{qual}")
         candidates += [f"torch.{qual}", f"torch.nn.functional.{qual}", f"torch.Tensor.{qual}", f"torch._C._nn.{qual}"]
     for c in candidates:
-        obj = torch
-        try:
-            for part in c.split(".")[1:]:
-                obj = getattr(obj, part)
-        except AttributeError:
-            continue
-        if obj is fn and c.split(".")[0] == "torch":
+        if c.split(".")[0] == "torch" and torch_attribute(c.partition(".")[2]) is fn:
             return c
     return None
+
+
+def torch_attribute(path: str):
+    """``torch.<path>`` (``path`` such as ``Tensor.masked_fill``), or None where there is none."""
+    obj = torch
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
 
 
 def _identifier(name: str) -> str:

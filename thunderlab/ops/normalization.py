@@ -237,27 +237,16 @@ def _(b):
     return native_batch_norm(p.a, p.weight, p.bias, p.running_mean, p.running_var, training, p.momentum, p.eps)
 
 
-@derivative(native_batch_norm_functional)
+@derivative(native_batch_norm, native_batch_norm_functional)
 def _(b, g):
-    g_out, *g_stats = g
+    g_out, *g_stats = g  # the statistics (and the functional call's new running ones) get no gradient
     if any(s is not None for s in g_stats):
         return NotImplemented
     p = b.params
-    _, save_mean, save_invstd, _, _ = b.output
+    save_mean, save_invstd = b.output[1], b.output[2]
+    training = p.training if b.sym is native_batch_norm else True  # the functional call is training's
     ga, gw, gb = batch_norm_backward_saved(g_out, p.a, p.weight, p.running_mean, p.running_var, save_mean,
-                                           save_invstd, True, p.eps)
-    return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
-
-
-@derivative(native_batch_norm)
-def _(b, g):
-    g_out, g_mean, g_invstd = g
-    if g_mean is not None or g_invstd is not None:
-        return NotImplemented
-    p = b.params
-    _, save_mean, save_invstd = b.output
-    ga, gw, gb = batch_norm_backward_saved(g_out, p.a, p.weight, p.running_mean, p.running_var, save_mean,
-                                           save_invstd, p.training, p.eps)
+                                           save_invstd, training, p.eps)
     return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
 
 
