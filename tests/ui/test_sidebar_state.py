@@ -43,7 +43,8 @@ def test_settings_and_per_notebook_memory(lab, browser):
         _open(page, url, token)
         page.get_by_text("| Idle").first.wait_for()
         _run_cell(page, 0)
-        page.locator(".tl-record").first.wait_for()
+        # a fresh kernel imports torch and compiles the cell's model first: over a minute on a loaded machine
+        page.locator(".tl-record").first.wait_for(timeout=180_000)
         _wait_state(page, "ready")
         # the setting reaches the graph: this fused program would group by fusion region by default
         page.locator('.tl-pass[data-step="4"]').click()
