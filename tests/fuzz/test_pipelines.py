@@ -49,6 +49,11 @@ def shared(x, y):
     return a.sin() + b, a.tanh().mean()
 
 
+def convs(x, w1, w2):
+    h = torch.nn.functional.conv2d(torch.relu(torch.nn.functional.conv2d(x, w1, padding=1)), w2)
+    return h.view(h.shape[0], -1).tanh(), h
+
+
 def writes_input(x, y):
     x.mul_(2)
     return (x + y).cumsum(0)
@@ -60,11 +65,13 @@ PROGRAMS = {
     "attention": (norm_attention, lambda g: (torch.randn(2, 6, 8, requires_grad=g),
                                              torch.randn(8, 8, requires_grad=g))),
     "shared": (shared, lambda g: (torch.randn(5, requires_grad=g), torch.randn(5))),
+    "convs": (convs, lambda g: (torch.randn(2, 3, 6, 6, requires_grad=g), torch.randn(4, 3, 3, 3, requires_grad=g),
+                                torch.randn(5, 4, 3, 3))),
     "writes_input": (writes_input, lambda g: (torch.randn(6), torch.randn(6, requires_grad=g))),
 }
 
 # every pass a pipeline can name; a pass added to the registry must be drawn here too (checked below)
-PASSES = ("dce", "cse", "autodiff", "claim", "fuse", "remat", "ddp", "fsdp", "sink-waits", "del")
+PASSES = ("dce", "cse", "channels-last", "autodiff", "claim", "fuse", "remat", "ddp", "fsdp", "sink-waits", "del")
 # symbols the programs above call, so that decompose=... often hits something, and a few they do not
 DECOMPOSABLE = ("layer_norm", "gelu", "softmax", "matmul", "relu", "tanh", "mean", "cumsum", "exp", "sum", "linear")
 

@@ -44,9 +44,10 @@ def test_training_payload_validates_and_round_trips(training_record):
     validate(payload)
     assert payload["schema"] == "thunderlab.record/v1"
     assert [s["spec"] for s in payload["steps"]] == ["capture"] + training_record.pipeline.split(",")
-    after = payload["steps"][3]  # autodiff
+    after = next(s for s in payload["steps"] if s["spec"] == "autodiff")
     assert after["spec"] == "autodiff" and set(after["traces"]) == {"forward", "backward"}
-    assert after["traces"]["backward"]["diff"].startswith("--- 2 cse")  # a trace that is new at this step
+    before = payload["steps"][payload["steps"].index(after) - 1]
+    assert after["traces"]["backward"]["diff"].startswith(f"--- {before['index']} {before['spec']}")  # new here
     assert all(s["verification"]["ok"] for s in payload["steps"])
     assert json.loads(training_record.to_json()) == json.loads(json.dumps(payload))
 

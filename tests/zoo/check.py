@@ -9,6 +9,7 @@ A result is "pass", "wrong" (ran, but a value differs from eager) or "error" (ra
 """
 from __future__ import annotations
 
+import copy
 import time
 import traceback
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ GRAD_ATOL = 1e-4
 # a gradient sums many terms: float32 reassociation moves it by a few ulps of its largest terms, so its absolute
 # tolerance grows with the gradient's size (MobileNetV2's stem gradients reach 1e3, where 1e-4 is under one ulp)
 GRAD_SCALE = 1e-6
+# past those tolerances a gradient must be within this many times eager's float32 distance to float64 (see
+# _closer_than_eager)
+FP64_MULTIPLIER = 3.0
 
 
 @dataclass
@@ -122,17 +126,43 @@ def _train(entry, model, ref):
     close("loss", got.loss.detach(), want.loss.detach())
     compare_outputs(got, want)
     params = dict(ref.named_parameters())
+    reference = None
     for name, p in model.named_parameters():
         q = params[name]
         if (p.grad is None) != (q.grad is None):
             raise Mismatch(f"grad of {name}: {'none' if p.grad is None else 'present'}, eager's is "
                            f"{'none' if q.grad is None else 'present'}")
         if p.grad is not None:
-            close(f"grad of {name}", p.grad, q.grad, atol=max(GRAD_ATOL, GRAD_SCALE * q.grad.abs().max().item()))
+            try:
+                close(f"grad of {name}", p.grad, q.grad, atol=max(GRAD_ATOL, GRAD_SCALE * q.grad.abs().max().item()))
+            except Mismatch:
+                if reference is None:
+                    reference = _float64_grads(entry, ref, x)
+                _closer_than_eager(f"grad of {name}", p.grad, q.grad, reference[name])
     buffers = dict(ref.named_buffers())
     for name, b in model.named_buffers():
         close(f"buffer {name}", b, buffers[name])
     return first
+
+
+def _float64_grads(entry, ref, x) -> dict[str, torch.Tensor]:
+    """The parameters' gradients of eager in float64 (a copy of ``ref``), the yardstick for float32 rounding."""
+    m = copy.deepcopy(ref).double()
+    m.zero_grad(set_to_none=True)
+    m(**{k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in x.items()}).loss.backward()
+    return {n: p.grad for n, p in m.named_parameters()}
+
+
+def _closer_than_eager(what: str, got, want, exact, multiplier: float = FP64_MULTIPLIER) -> None:
+    """A gradient summed in another order than eager's (a convolution's in channels-last, a fused reduction) may
+    differ from eager's float32 by more than a few ulps and still be as right: it passes when its distance to the
+    float64 gradient (root mean square) is within ``multiplier`` times eager's own float32 distance, the test
+    PyTorch's benchmark suites apply to compiled training."""
+    err = (got.double() - exact).square().mean().sqrt().item()
+    eager_err = (want.double() - exact).square().mean().sqrt().item()
+    if err > multiplier * eager_err + 1e-7:
+        raise Mismatch(f"{what}: {err:.3g} from the float64 gradient (root mean square), eager float32 is {eager_err:.3g} "
+                       f"{_worst(got, want)}")
 
 
 def _shapes(entry, model, ref):

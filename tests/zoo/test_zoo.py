@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 from .check import MODES, run
 from .models import ZOO, attn_implementations, cases
@@ -97,3 +98,17 @@ def test_hugging_face_forwards_run_directly(name, train):
                     torch.testing.assert_close(p.grad, grads[n], rtol=1e-3, atol=1e-5, msg=lambda m, n=n: f"{n}: {m}")
                 model.zero_grad(), ref.zero_grad()
     assert j.cache_info["direct_calls"] >= 1, j.direct.why_not
+
+
+def test_the_float64_yardstick_passes_rounding_and_fails_a_wrong_gradient():
+    from .check import Mismatch, _closer_than_eager
+
+    g = torch.Generator().manual_seed(0)
+    exact = torch.randn(64, 3, 3, 3, generator=g, dtype=torch.float64) * 1e3
+    eager = exact.float()  # float32 rounding of the right values
+    reordered = (exact + torch.randn(exact.shape, generator=g, dtype=torch.float64) * 3e-5).float()  # an ulp or so
+    _closer_than_eager("rounding", reordered, eager, exact)
+    wrong = eager.clone()
+    wrong[0, 0, 0, 0] += 1.0  # one element off by one part in a thousand of the largest
+    with pytest.raises(Mismatch, match="from the float64 gradient"):
+        _closer_than_eager("wrong", wrong, eager, exact)

@@ -124,6 +124,22 @@ def _(b, g):
     return [(b.params.a, g)]
 
 
+def _layout_like(a, like):
+    """``a`` (contiguous or not) in ``like``'s memory format: channels-last when ``like`` is a channels-last 4-D
+    tensor, else contiguous. The channels-last pass returns a convolution network's 4-D outputs this way: as eager
+    returns them, in the layout of the input the network was given."""
+    nhwc = like.dim() == 4 and not like.is_contiguous() and like.is_contiguous(memory_format=torch.channels_last)
+    return a.contiguous(memory_format=torch.channels_last if nhwc else torch.contiguous_format)
+
+
+layout_like = backward_symbol("layout_like", _layout_like)
+
+
+@derivative(layout_like)
+def _(b, g):
+    return [(b.params.a, g)]
+
+
 # -- gradient hooks ------------------------------------------------------------------------
 # ``y.register_hook(fn)`` on a value the program computes: TorchDynamo hands it over as
 # ``higher_order.register_hook(y, hook)``, whose result stands for ``y`` from then on. Forward, the

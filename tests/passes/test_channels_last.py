@@ -1,0 +1,156 @@
+"""channels-last: 2-D CPU convolutions run in the channels-last layout, results and layouts as eager's.
+
+The cases follow PyTorch's memory-format semantics (the "Channels Last Memory Format" tutorial): a
+convolution on an NHWC input returns NHWC, pointwise ops and batch norm keep it, ``view`` of an NHWC
+tensor to flat sizes fails where ``reshape`` copies, and a model's outputs and gradients keep the
+layouts eager gives them.
+"""
+import pytest
+import torch
+import torch.nn as nn
+
+import thunderlab
+
+PIPELINE = "dce,cse,channels-last,autodiff,remat,claim,fuse,del"
+
+
+class LeNet(nn.Module):
+    """Convolutions, then ``x.view(batch, -1)`` as the classic LeNet writes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 6, 5), nn.BatchNorm2d(6)
+        self.c2 = nn.Conv2d(6, 16, 5)
+        self.fc = nn.Linear(16 * 5 * 5, 10)
+
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.b1(self.c1(x))), 2)
+        x = torch.max_pool2d(torch.relu(self.c2(x)), 2)
+        return self.fc(x.view(x.size(0), -1))
+
+
+class Dense(nn.Module):
+    """Returns a 4-D map (a segmentation head): eager returns it contiguous."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                  nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.ReLU())
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+
+    def forward(self, x):
+        return self.up(self.body(x)), self.body[0](x)
+
+
+def _pair(cls):
+    torch.manual_seed(0)
+    model, ref = cls(), cls()
+    ref.load_state_dict(model.state_dict())
+    return model, ref
+
+
+def _layout(t):
+    return "channels_last" if t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous() else \
+        "contiguous" if t.is_contiguous() else "other"
+
+
+def _step(rec, spec):
+    return next(s for s in rec.steps if s.spec == spec)
+
+
+@pytest.mark.parametrize("cls,shape", [(LeNet, (4, 3, 32, 32)), (Dense, (2, 3, 16, 16))])
+def test_training_matches_eager_values_gradients_and_layouts(cls, shape):
+    model, ref = _pair(cls)
+    x = torch.randn(shape, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    j = thunderlab.jit(model, pipeline=PIPELINE)
+    out, out_ref = j(x), ref(x_ref)
+    outs, outs_ref = (out, out_ref) if isinstance(out, tuple) else ((out,), (out_ref,))
+    sum(o.square().mean() for o in outs).backward()
+    sum(o.square().mean() for o in outs_ref).backward()
+    for o, r in zip(outs, outs_ref):
+        torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-5)
+        assert _layout(o) == _layout(r) == "contiguous"
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-4, atol=1e-5)
+    assert x.grad.is_contiguous() == x_ref.grad.is_contiguous()  # the autograd engine's layout contract
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=f"gradient of {name}")
+        assert p.grad.is_contiguous(), name
+    for name in ("running_mean", "running_var"):  # batch norm's statistics, written by the forward
+        for (b, v), w in zip(model.named_buffers(), ref.buffers()):
+            if b.endswith(name):
+                torch.testing.assert_close(v, w)
+
+
+def test_one_conversion_at_the_input_and_views_become_reshapes():
+    model, _ = _pair(LeNet)
+    j = thunderlab.jit(model, pipeline=PIPELINE)
+    j(torch.randn(2, 3, 32, 32))
+    rec = thunderlab.last_record(j)
+    notes = _step(rec, "channels-last").notes
+    assert notes["convolutions"] == 2 and notes["converted"] == 1 and notes["views_to_reshape"] == 1
+    assert notes["outputs_made_contiguous"] == 0  # the logits are 2-D
+    fw = _step(rec, "channels-last").program.forward
+    calls = [b.sym.name for b in fw.bound_symbols]
+    assert calls.count("contiguous") == 1 and calls.index("contiguous") < calls.index("conv2d")
+    assert "view" not in calls and "reshape" in calls
+    assert "memory_format=torch.channels_last" in fw.python()
+
+
+def test_the_activations_saved_for_backward_are_channels_last():
+    """The point of choosing the layout before autodiff: the backward's convolutions read NHWC activations."""
+    model, _ = _pair(Dense)
+    j = thunderlab.jit(model, pipeline=PIPELINE)
+    layouts = []
+
+    def pack(t):
+        if t.dim() == 4 and t.shape[0] == 2 and t.shape[1] > 1:  # activations (the batch is 2), not weights
+            layouts.append(_layout(t))
+        return t
+
+    x = torch.randn(2, 3, 16, 16)
+    j(x)  # compiled outside the hooks
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out, _ = j(x)
+    assert layouts and set(layouts) == {"channels_last"}, layouts
+    # without the pass the same program saves NCHW activations
+    layouts.clear()
+    plain = thunderlab.jit(_pair(Dense)[0], pipeline=PIPELINE.replace("channels-last,", ""))
+    plain(x)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        plain(x)
+    assert layouts and "channels_last" not in layouts
+
+
+def test_an_input_already_channels_last_stays_correct():
+    model, ref = _pair(Dense)
+    model, ref = model.to(memory_format=torch.channels_last), ref.to(memory_format=torch.channels_last)
+    x = torch.randn(2, 3, 16, 16).contiguous(memory_format=torch.channels_last)
+    j = thunderlab.jit(model, pipeline=PIPELINE)
+    for o, r in zip(j(x), ref(x)):
+        torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-5)
+        assert _layout(o) == _layout(r) == "channels_last"  # eager keeps the caller's layout
+
+
+def test_no_2d_cpu_convolution_means_no_change():
+    conv1d = nn.Sequential(nn.Conv1d(4, 8, 3), nn.ReLU())
+    j = thunderlab.jit(conv1d, pipeline=PIPELINE)
+    x = torch.randn(2, 4, 16)
+    torch.testing.assert_close(j(x), conv1d(x))
+    rec = thunderlab.last_record(j)
+    step = _step(rec, "channels-last")
+    assert step.notes["convolutions"] == 0 and "nothing changed" in step.notes.summary
+    before = rec.steps[rec.steps.index(step) - 1].program.forward
+    assert step.program.forward.python() == before.python()
+
+
+def test_after_autodiff_it_is_refused_with_the_order_to_use_and_earlier_steps_kept():
+    model, _ = _pair(LeNet)
+    j = thunderlab.jit(model, pipeline="dce,cse,autodiff,channels-last,claim,del")
+    with pytest.raises(Exception, match="before 'autodiff'"):
+        j(torch.randn(2, 3, 32, 32, requires_grad=True))
+    rec = thunderlab.records()[-1]
+    failed = _step(rec, "channels-last")
+    assert failed.error and "before 'autodiff'" in failed.error
+    assert _step(rec, "autodiff").program.backward is not None
+
