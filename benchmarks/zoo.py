@@ -10,7 +10,9 @@ zero_grad), the --variants below run on their own copies of the model (same weig
                      region's executor race is decided, before it is timed;
   torch.compile      torch.compile(model), Inductor with its defaults;
   thunderlab-torch   thunderlab.jit with the default pipeline on the torch executor only (claim{executors=torch}):
-                     what thunderlab's own passes and eager's kernels give, without generated kernels.
+                     what thunderlab's own passes and eager's kernels give, without generated kernels;
+  thunderlab-channels-last  the default pipeline with the channels-last pass before autodiff (2-D convolutions on
+                     NHWC tensors), waited for as thunderlab is.
 Each variant's first call is timed (wall clock: capture, passes, compiles, run); thunderlab's also with the wait
 for its kernels (ready_s). Then every variant is warmed up and --rounds rounds time one step of each in turn,
 in a new order each round; a ratio is the median of per-round ratios with a 95% bootstrap interval
@@ -63,7 +65,7 @@ from tests.zoo.check import run  # noqa: E402
 from tests.zoo.models import ZOO, attn_implementations, inputs, pair  # noqa: E402
 
 KINDS = ("inference", "train")
-VARIANTS = ("eager", "thunderlab", "torch.compile", "thunderlab-torch")
+VARIANTS = ("eager", "thunderlab", "torch.compile", "thunderlab-torch", "thunderlab-channels-last")
 
 
 def torch_only(pipeline: str) -> str:
@@ -74,6 +76,13 @@ def torch_only(pipeline: str) -> str:
     return out
 
 
+def with_channels_last(pipeline: str) -> str:
+    """``pipeline`` with the channels-last pass just before autodiff."""
+    if "autodiff" not in pipeline.split(","):
+        raise ValueError(f"the pipeline {pipeline!r} has no autodiff pass to put channels-last before")
+    return pipeline.replace("autodiff", "channels-last,autodiff", 1)
+
+
 def _make(name: str, model):
     if name == "eager":
         return model
@@ -81,6 +90,8 @@ def _make(name: str, model):
         return thunderlab.jit(model)
     if name == "thunderlab-torch":
         return thunderlab.jit(model, pipeline=torch_only(thunderlab.DEFAULT_PIPELINE))
+    if name == "thunderlab-channels-last":
+        return thunderlab.jit(model, pipeline=with_channels_last(thunderlab.DEFAULT_PIPELINE))
     return torch.compile(model)
 
 
@@ -148,8 +159,8 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str]) -> dict:
             if not _racing(fn):
                 break
             _step(fn, model, x, train)
-    if "thunderlab" in regions:  # after the warm-up calls: every region has switched to what it will run
-        regions["thunderlab"] = _wait(variants["thunderlab"][0])
+    for name in regions:  # after the warm-up calls: every region has switched to what it will run
+        regions[name] = _wait(variants[name][0])
     times = {name: [] for name in variants}
     order = list(variants)
     for _ in range(rounds):
@@ -163,8 +174,9 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str]) -> dict:
            "median_ms": {n: 1e3 * statistics.median(t) for n, t in times.items()}, "ratios": {}}
     for name in names[1:]:
         out["ratios"][f"{name} / eager"] = paired_ratio(times[name], times["eager"])
-    if "thunderlab" in times and "torch.compile" in times:
-        out["ratios"]["thunderlab / torch.compile"] = paired_ratio(times["thunderlab"], times["torch.compile"])
+    for name in [n for n in times if n.startswith("thunderlab")]:
+        if "torch.compile" in times:
+            out["ratios"][f"{name} / torch.compile"] = paired_ratio(times[name], times["torch.compile"])
     return out
 
 
@@ -255,7 +267,8 @@ def main():
     ap.add_argument("--modes", default=",".join(KINDS), help="the steps timed: inference, train (default: both)")
     ap.add_argument("--variants", default="thunderlab,torch.compile",
                     help="timed beside eager: thunderlab (default pipeline and executors, waited for), torch.compile "
-                         "(Inductor), thunderlab-torch (the torch executor only); default thunderlab,torch.compile")
+                         "(Inductor), thunderlab-torch (the torch executor only), thunderlab-channels-last (the "
+                         "default pipeline with channels-last before autodiff); default thunderlab,torch.compile")
     ap.add_argument("--attn", default="default", choices=["all", "default"],
                     help="transformers' default attention implementation (sdpa where offered; the default), or "
                          "every one the model offers among eager and sdpa")

@@ -11,7 +11,7 @@ import torch.nn as nn
 
 import thunderlab
 
-PIPELINE = "dce,cse,channels-last,autodiff,remat,claim,fuse,del"
+PIPELINE = "dce,cse,channels-last{when=always},autodiff,remat,claim,fuse,del"
 
 
 class LeNet(nn.Module):
@@ -55,7 +55,7 @@ def _layout(t):
 
 
 def _step(rec, spec):
-    return next(s for s in rec.steps if s.spec == spec)
+    return next(s for s in rec.steps if s.spec.split("{")[0] == spec)
 
 
 @pytest.mark.parametrize("cls,shape", [(LeNet, (4, 3, 32, 32)), (Dense, (2, 3, 16, 16))])
@@ -115,7 +115,7 @@ def test_the_activations_saved_for_backward_are_channels_last():
     assert layouts and set(layouts) == {"channels_last"}, layouts
     # without the pass the same program saves NCHW activations
     layouts.clear()
-    plain = thunderlab.jit(_pair(Dense)[0], pipeline=PIPELINE.replace("channels-last,", ""))
+    plain = thunderlab.jit(_pair(Dense)[0], pipeline=PIPELINE.replace("channels-last{when=always},", ""))
     plain(x)
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         plain(x)
@@ -154,3 +154,37 @@ def test_after_autodiff_it_is_refused_with_the_order_to_use_and_earlier_steps_ke
     assert failed.error and "before 'autodiff'" in failed.error
     assert _step(rec, "autodiff").program.backward is not None
 
+
+
+def test_by_default_it_times_both_layouts_and_keeps_the_faster_without_touching_the_random_stream():
+    model, ref = _pair(Dense)
+    x = torch.randn(2, 3, 16, 16, requires_grad=True)
+    j = thunderlab.jit(model, pipeline=PIPELINE.replace("{when=always}", ""))
+    torch.manual_seed(5)
+    out = j(x)
+    after_compile = torch.rand(3)
+    torch.manual_seed(5)
+    ref(x)
+    assert torch.equal(after_compile, torch.rand(3))  # the timing runs drew nothing the caller sees
+    rec = thunderlab.last_record(j)
+    notes = _step(rec, "channels-last").notes
+    assert notes["when"] == "faster" and notes["nchw_ms"] > 0 and notes["nhwc_ms"] > 0
+    converted = notes["converted"] == 1
+    assert converted == (notes["nhwc_ms"] <= notes["nchw_ms"]), notes
+    assert ("ms a step, NCHW" in notes.summary) if converted else notes.summary.startswith("kept NCHW")
+    calls = [b.sym.name for b in _step(rec, "channels-last").program.forward.bound_symbols]
+    assert ("contiguous" in calls) == converted
+    for o, r in zip(out, ref(x)):
+        torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-5)
+
+
+def test_a_second_run_converts_nothing_again_and_a_bad_option_names_the_valid_ones():
+    model, _ = _pair(Dense)
+    j = thunderlab.jit(model, pipeline="channels-last{when=always},channels-last{when=always}")
+    j(torch.randn(2, 3, 16, 16))
+    rec = thunderlab.last_record(j)
+    assert rec.steps[-1].program.forward is rec.steps[-2].program.forward  # the second run changed nothing
+    calls = [b.sym.name for b in rec.steps[-1].program.forward.bound_symbols]
+    assert calls.count("contiguous") == 1 and calls.count("layout_like") == 2
+    with pytest.raises(Exception, match="faster, always"):
+        thunderlab.jit(model, pipeline="channels-last{when=sometimes}")(torch.randn(2, 3, 32, 32))

@@ -149,7 +149,8 @@ def _float64_grads(entry, ref, x) -> dict[str, torch.Tensor]:
     """The parameters' gradients of eager in float64 (a copy of ``ref``), the yardstick for float32 rounding."""
     m = copy.deepcopy(ref).double()
     m.zero_grad(set_to_none=True)
-    m(**{k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in x.items()}).loss.backward()
+    doubled = {k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v for k, v in x.items()}
+    m(**doubled).loss.backward()
     return {n: p.grad for n, p in m.named_parameters()}
 
 
@@ -161,7 +162,8 @@ def _closer_than_eager(what: str, got, want, exact, multiplier: float = FP64_MUL
     err = (got.double() - exact).square().mean().sqrt().item()
     eager_err = (want.double() - exact).square().mean().sqrt().item()
     if err > multiplier * eager_err + 1e-7:
-        raise Mismatch(f"{what}: {err:.3g} from the float64 gradient (root mean square), eager float32 is {eager_err:.3g} "
+        raise Mismatch(f"{what}: {err:.3g} from the float64 gradient (root mean square), eager float32 is "
+                       f"{eager_err:.3g} "
                        f"{_worst(got, want)}")
 
 
