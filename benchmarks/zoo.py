@@ -11,8 +11,8 @@ zero_grad), the --variants below run on their own copies of the model (same weig
   torch.compile      torch.compile(model), Inductor with its defaults;
   thunderlab-torch   thunderlab.jit with the default pipeline on the torch executor only (claim{executors=torch}):
                      what thunderlab's own passes and eager's kernels give, without generated kernels;
-  thunderlab-channels-last  the default pipeline with the channels-last pass before autodiff (2-D convolutions on
-                     NHWC tensors), waited for as thunderlab is.
+  thunderlab-channels-last  the default pipeline with channels-last{when=always} (2-D convolutions on NHWC
+                     tensors whether or not its timing finds them faster), waited for as thunderlab is.
 Each variant's first call is timed (wall clock: capture, passes, compiles, run); thunderlab's also with the wait
 for its kernels (ready_s). Then every variant is warmed up and --rounds rounds time one step of each in turn,
 in a new order each round; a ratio is the median of per-round ratios with a 95% bootstrap interval
@@ -77,10 +77,13 @@ def torch_only(pipeline: str) -> str:
 
 
 def with_channels_last(pipeline: str) -> str:
-    """``pipeline`` with the channels-last pass just before autodiff."""
+    """``pipeline`` with ``channels-last{when=always}`` (the one it has, or one just before autodiff)."""
+    out, n = re.subn(r"\bchannels-last(\{[^}]*\})?", "channels-last{when=always}", pipeline)
+    if n:
+        return out
     if "autodiff" not in pipeline.split(","):
         raise ValueError(f"the pipeline {pipeline!r} has no autodiff pass to put channels-last before")
-    return pipeline.replace("autodiff", "channels-last,autodiff", 1)
+    return pipeline.replace("autodiff", "channels-last{when=always},autodiff", 1)
 
 
 def _make(name: str, model):
@@ -268,7 +271,7 @@ def main():
     ap.add_argument("--variants", default="thunderlab,torch.compile",
                     help="timed beside eager: thunderlab (default pipeline and executors, waited for), torch.compile "
                          "(Inductor), thunderlab-torch (the torch executor only), thunderlab-channels-last (the "
-                         "default pipeline with channels-last before autodiff); default thunderlab,torch.compile")
+                         "default pipeline with channels-last{when=always}); default thunderlab,torch.compile")
     ap.add_argument("--attn", default="default", choices=["all", "default"],
                     help="transformers' default attention implementation (sdpa where offered; the default), or "
                          "every one the model offers among eager and sdpa")
