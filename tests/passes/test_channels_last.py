@@ -188,3 +188,18 @@ def test_a_second_run_converts_nothing_again_and_a_bad_option_names_the_valid_on
     assert calls.count("contiguous") == 1 and calls.count("layout_like") == 2
     with pytest.raises(Exception, match="faster, always"):
         thunderlab.jit(model, pipeline="channels-last{when=sometimes}")(torch.randn(2, 3, 32, 32))
+
+
+def test_distributed_pipelines_decide_without_timing_so_every_process_compiles_the_same_program():
+    from thunderlab.distributed import _with_ddp
+    from thunderlab.distributed.fsdp import with_passes
+    from thunderlab.passes.layout import untimed
+
+    assert untimed(thunderlab.DEFAULT_PIPELINE) == thunderlab.DEFAULT_PIPELINE.replace(
+        "channels-last", "channels-last{when=always}")
+    assert untimed("dce,-channels-last{when=faster},autodiff") == "dce,-channels-last{when=always},autodiff"
+    assert untimed("dce,autodiff") == "dce,autodiff"
+    ddp = _with_ddp(untimed(thunderlab.DEFAULT_PIPELINE), 25.0)
+    assert "channels-last{when=always},autodiff" in ddp and "ddp{bucket_mb=25}" in ddp
+    fsdp = with_passes(untimed(thunderlab.DEFAULT_PIPELINE), ["fsdp{level=3}"], "fsdp")
+    assert "channels-last{when=always}" in fsdp

@@ -20,6 +20,7 @@ import torch
 
 from thunderlab.api import JitFunction, jit, last_record
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, PipelineError
+from thunderlab.passes.layout import untimed
 
 __all__ = ["DataParallel", "FullyShardedDataParallel", "ddp", "fsdp"]
 
@@ -56,6 +57,7 @@ class DataParallel:
         with torch.no_grad():  # every process starts from the same state, as DistributedDataParallel makes it
             for t in [*module.parameters(), *module.buffers()]:
                 dist.broadcast(t.data, src=broadcast_from)
+        pipeline = untimed(pipeline)  # every process compiles the same program
         self._synced: JitFunction = jit(module, pipeline=_with_ddp(pipeline, bucket_mb), **options)
         self._local: JitFunction = jit(module, pipeline=pipeline, **options)
         self._sync = True
@@ -101,7 +103,8 @@ def ddp(module: torch.nn.Module, *, bucket_mb: float = 25.0, broadcast_from: int
     """``module`` trained data-parallel over torch.distributed's processes: gradients averaged in buckets.
 
     ``bucket_mb`` sizes the buckets; ``broadcast_from`` is the process whose parameters and buffers
-    every process starts from; ``pipeline`` gets ``ddp`` and ``sink-waits`` after ``autodiff`` and ``remat``;
+    every process starts from; ``pipeline`` gets ``ddp`` and ``sink-waits`` after ``autodiff`` and ``remat``, and
+    its ``channels-last`` decides without timing (``when=always``: every process compiles the same program);
     other options go to ``thunderlab.jit``.
     """
     return DataParallel(module, bucket_mb=bucket_mb, broadcast_from=broadcast_from, pipeline=pipeline, **options)

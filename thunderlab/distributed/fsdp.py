@@ -26,6 +26,7 @@ import torch
 from thunderlab.frontend.dynamo import Backend, BackendLink
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, PipelineError
 from thunderlab.passes.fsdp import LEVELS, shard_numel
+from thunderlab.passes.layout import untimed
 from thunderlab.runtime.compiled import CompiledGraph, Options, describe_input
 from thunderlab.runtime.session import refresh
 
@@ -126,7 +127,7 @@ class FullyShardedDataParallel:
         # as many collectives in flight as buckets gathered ahead: a wait is placed before one more is issued
         added = [f"fsdp{{level={level},bucket_mb={bucket_mb:g},prefetch={prefetch}}}",
                  f"sink-waits{{in_flight={max(1, prefetch)}}}"]
-        self.options = Options(pipeline=with_passes(pipeline, added, "fsdp"), **options)
+        self.options = Options(pipeline=with_passes(untimed(pipeline), added, "fsdp"), **options)
         self.backend = _ShardingBackend(self.options, type(module).__name__, shards)
         self._compiled = torch.compile(module, backend=BackendLink(self.backend))
 
@@ -177,7 +178,8 @@ def fsdp(module: torch.nn.Module, *, level: int = 3, bucket_mb: float = 25.0, pr
     together; ``prefetch`` how many buckets are gathered ahead of the one in use (0: none, the least
     memory: one bucket gathered at a time; 1: the next bucket's exchange overlaps this one's compute);
     ``broadcast_from`` is the process whose parameters and buffers every process starts
-    from; ``pipeline`` gets ``fsdp`` and ``sink-waits`` after ``autodiff`` and ``remat``; other
+    from; ``pipeline`` gets ``fsdp`` and ``sink-waits`` after ``autodiff`` and ``remat`` (and its ``channels-last``
+    ``when=always``, the same program in every process); other
     options (``verify``, ``tiered``, ``timing``, ``keep_inputs``) are ``thunderlab.jit``'s.
     """
     return FullyShardedDataParallel(module, level=level, bucket_mb=bucket_mb, prefetch=prefetch,

@@ -154,6 +154,16 @@ def _seconds(trace: Trace, inputs: list) -> float:
     return min(times)  # the least disturbed run: noise on a shared machine only adds time
 
 
+def untimed(pipeline: str) -> str:
+    """``pipeline`` with each channels-last pass set to ``when=always``: the same program in every process of a
+    distributed job (each would time its own runs, and two could decide apart)."""
+    from .base import Pipeline
+
+    specs = Pipeline.parse(pipeline).specs
+    return ",".join("-" * (not s.enabled) + "channels-last{when=always}" if s.name == ChannelsLast.name else str(s)
+                    for s in specs)
+
+
 @register_pass
 @dataclass(frozen=True)
 class ChannelsLast(Pass):
