@@ -56,7 +56,7 @@ zoo: setup
 
 # Inductor compiles take minutes per model on two cores: the subset in the README's table (all models: drop --models)
 zoo-bench: setup extension/node_modules/.installed browser
-	$(BIN)/python benchmarks/zoo.py --rounds 20 --models \
+	$(BIN)/python benchmarks/zoo.py --rounds 40 --models \
 		bert,deberta,gpt2,bloom,llama,mixtral,qwen2_moe,falcon,t5,bart,whisper,vit,resnet,convnext,regnet,mobilenet_v2,efficientnet
 
 bench: setup
