@@ -89,7 +89,7 @@ def test_one_conversion_at_the_input_and_views_become_reshapes():
     rec = thunderlab.last_record(j)
     notes = _step(rec, "channels-last").notes
     assert notes["convolutions"] == 2 and notes["converted"] == 1 and notes["views_to_reshape"] == 1
-    assert notes["outputs_made_contiguous"] == 0  # the logits are 2-D
+    assert notes["outputs_in_callers_layout"] == 0  # the logits are 2-D
     fw = _step(rec, "channels-last").program.forward
     calls = [b.sym.name for b in fw.bound_symbols]
     assert calls.count("contiguous") == 1 and calls.index("contiguous") < calls.index("conv2d")
@@ -184,6 +184,9 @@ def test_a_second_run_converts_nothing_again_and_a_bad_option_names_the_valid_on
     j(torch.randn(2, 3, 16, 16))
     rec = thunderlab.last_record(j)
     assert rec.steps[-1].program.forward is rec.steps[-2].program.forward  # the second run changed nothing
+    assert rec.steps[-1].notes.summary.startswith("nothing to convert")
+    first = rec.steps[-2].notes
+    assert first["outputs_in_callers_layout"] == 2 and "2 4-D outputs returned in the caller's layout" in first.summary
     calls = [b.sym.name for b in rec.steps[-1].program.forward.bound_symbols]
     assert calls.count("contiguous") == 1 and calls.count("layout_like") == 2
     with pytest.raises(Exception, match="faster, always"):

@@ -214,7 +214,9 @@ class ChannelsLast(Pass):
         return program.with_traces({"forward": converted}) if nhwc <= nchw else program
 
     def describe(self, before: Program, after: Program) -> Notes:
-        made = [b for b in after.forward.bound_symbols if b.origin == self.name]  # the runner marks what a pass made
+        old = {id(b) for b in before.forward.bound_symbols}
+        made = [b for b in after.forward.bound_symbols  # the calls this run added (conversions, view -> reshape)
+                if id(b) not in old and b.sym in (conversion.contiguous, conversion.layout_like, views.reshape)]
         to_nhwc = sum(1 for b in made if b.sym is conversion.contiguous and b.kwargs.get("memory_format") is not None)
         back = sum(1 for b in made if b.sym in (conversion.contiguous, conversion.layout_like)) - to_nhwc
         reshapes = sum(1 for b in made if b.sym is views.reshape)
@@ -226,12 +228,17 @@ class ChannelsLast(Pass):
         if "error" in measured:
             return Notes(f"kept NCHW: not timed ({measured['error'][:100]})",
                          {**facts, "converted": 0})
+        if not made and not measured:
+            return Notes("nothing to convert: every convolution reads channels-last values already",
+                         {**facts, "converted": 0})
         if not made:
             return Notes(f"kept NCHW: a step took {measured['nhwc_ms']:.3g} ms in channels-last, "
                          f"{measured['nchw_ms']:.3g} ms in NCHW", {**facts, "converted": 0})
+        parts = [f"{to_nhwc} input{'s' if to_nhwc != 1 else ''} converted"]
+        if back:
+            parts.append(f"{back} 4-D output{'s' if back != 1 else ''} returned in the caller's layout")
+        if reshapes:
+            parts.append(f"{reshapes} view{'s' if reshapes != 1 else ''} turned into reshape")
         timing = f" ({measured['nhwc_ms']:.3g} ms a step, NCHW {measured['nchw_ms']:.3g} ms)" if measured else ""
-        return Notes(f"{convs} convolution{'s' if convs != 1 else ''} run channels-last: {to_nhwc} input"
-                     f"{'s' if to_nhwc != 1 else ''} converted, {back} output{'s' if back != 1 else ''} made contiguous"
-                     + (f", {reshapes} view{'s' if reshapes != 1 else ''} turned into reshape" if reshapes else "")
-                     + timing,
-                     {**facts, "converted": to_nhwc, "outputs_made_contiguous": back, "views_to_reshape": reshapes})
+        return Notes(f"{convs} convolution{'s' if convs != 1 else ''} run channels-last: {', '.join(parts)}{timing}",
+                     {**facts, "converted": to_nhwc, "outputs_in_callers_layout": back, "views_to_reshape": reshapes})
