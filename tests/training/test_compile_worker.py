@@ -88,3 +88,30 @@ def test_timeline_lists_each_region_the_worker_compiled():
         assert tl["spawned_at"] <= q["sent_at"] <= q["answered_at"]
         assert 0 < q["compile_s"] <= q["answered_at"] - q["sent_at"]
         assert tl["imported_at"] is not None and tl["imported_cpu_s"] > 0
+
+
+def test_binding_a_region_does_not_wait_for_a_compile_in_flight(monkeypatch):
+    """A model with a graph break has several programs: the next one's first call binds its regions while the
+    worker compiles the first one's (holding the request lock, seconds when cold); starting the worker, which
+    is running already, must not wait for that request."""
+    import threading
+
+    monkeypatch.setattr(compile_process, "_worker", object())  # a worker that is running
+    held, release = threading.Event(), threading.Event()
+
+    def request_in_flight():
+        with compile_process._lock:
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=request_in_flight)
+    t.start()
+    try:
+        assert held.wait(10)
+        done = threading.Event()
+        starter = threading.Thread(target=lambda: (compile_process.start(), done.set()))
+        starter.start()
+        assert done.wait(5), "start() waited for the request holding the lock"
+    finally:
+        release.set()
+        t.join()

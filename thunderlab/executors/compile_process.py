@@ -154,7 +154,12 @@ def timeline() -> dict:
 
 def start() -> None:
     """Start the worker now, if it is not running: it imports torch and Inductor (seconds) while this process
-    captures and runs the program whose regions it will compile."""
+    captures and runs the program whose regions it will compile.
+
+    A running worker returns at once: the lock is held by a request while the worker compiles (seconds, cold),
+    and a later program's first call (the next frame after a graph break) must not wait for it."""
+    if _worker is not None or broken is not None:
+        return
     with _lock:
         _ensure()
 
