@@ -21,6 +21,11 @@ def test_passes_lists_registry_with_summaries():
     r = _run("passes")
     assert r.returncode == 0
     assert "claim" in r.stdout and "options: executors" in r.stdout and "Dead-code elimination" in r.stdout
+    # one column for the summaries and options, however long the longest name (channels-last, sink-waits)
+    lines = r.stdout.splitlines()
+    starts = {len(line) - len(line.split(maxsplit=1)[1]) for line in lines if not line.startswith(" ")}
+    assert len(starts) == 1, starts
+    assert all(line.index("options:") in starts for line in lines if line.startswith(" "))
 
 
 def test_bad_pipeline_on_the_command_line():

@@ -290,12 +290,13 @@ def passes(args) -> int:
                            "last": bool(getattr(REGISTRY[n], "last", False))}
                           for n in sorted(REGISTRY)], indent=2))
         return 0
+    width = max(map(len, REGISTRY), default=0)
     for name in sorted(REGISTRY):
         cls = REGISTRY[name]
         opts = ", ".join(f"{k}: {t} = {d!r}" for k, (t, d) in cls.options().items())
-        print(f"{name:<10} {cls.summary()}")
+        print(f"{name:<{width}} {cls.summary()}")
         if opts:
-            print(f"{'':<10} options: {opts}")
+            print(f"{'':<{width}} options: {opts}")
     return 0
 
 
