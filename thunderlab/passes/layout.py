@@ -10,9 +10,10 @@ Whether NHWC pays depends on the network: oneDNN's kernels for its shapes, the l
 paddings return, the kernels Inductor writes for them. On the model zoo's CNNs it makes ResNet's, RegNet's and
 ConvNeXt's training steps faster and EfficientNet's slower (``benchmarks/results/zoo_cnn_channels_last.json``;
 torch.compile, which always converts on CPU, is 1.3x eager's time on EfficientNet's). So with ``when=faster``,
-the default, the pass times the program both ways before it decides: one warm-up and five timed runs of each,
-with the torch executor, forward and (where an input needs grad) thunderlab's backward, on random inputs of the
-traced shapes, and it keeps channels-last when its fastest run is not slower. The notes keep both times.
+the default, the pass times the program both ways before it decides: one warm-up and up to five timed runs of
+each (fewer where a step is slow, so that the timed runs take about a second), with the torch executor, forward
+and (where an input needs grad) thunderlab's backward, on random inputs of the traced shapes, and it keeps
+channels-last when its fastest run is not slower. The notes keep both times.
 ``when=always`` converts without timing. A program with a collective is not run (it would talk to the other
 processes outside their program) and keeps NCHW.
 
@@ -101,6 +102,7 @@ def channels_last_trace(trace: Trace) -> Trace:
 
 WHEN = ("faster", "always")
 ROUNDS = 5  # timed runs of each layout (after one warm-up run), "faster" compares their fastest
+BUDGET_S = 1.0  # fewer runs where a step is slow: the timed runs of both layouts take about this long
 _LAST = threading.local()  # this thread's last decision, for describe (a pass is a frozen value)
 
 
@@ -143,14 +145,17 @@ def _seconds(trace: Trace, inputs: list) -> float:
                 _, saved = forward(*args)
                 backward([*saved, *grads])
 
-    times = []
-    for i in range(ROUNDS + 1):  # the first run warms oneDNN's kernel caches and is not counted
+    def once() -> float:
         args = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
                 for a in inputs]
         t0 = time.perf_counter()
         run(args)
-        if i:
-            times.append(time.perf_counter() - t0)
+        return time.perf_counter() - t0
+
+    first = once()  # warms oneDNN's kernel caches and is not counted
+    # a big network's step takes seconds on a CPU: fewer runs, so the decision costs about BUDGET_S at most
+    rounds = max(1, min(ROUNDS, int(BUDGET_S / (2 * first))))
+    times = [once() for _ in range(rounds)]
     return min(times)  # the least disturbed run: noise on a shared machine only adds time
 
 
