@@ -163,8 +163,7 @@ def _closer_than_eager(what: str, got, want, exact, multiplier: float = FP64_MUL
     eager_err = (want.double() - exact).square().mean().sqrt().item()
     if err > multiplier * eager_err + 1e-7:
         raise Mismatch(f"{what}: {err:.3g} from the float64 gradient (root mean square), eager float32 is "
-                       f"{eager_err:.3g} "
-                       f"{_worst(got, want)}")
+                       f"{eager_err:.3g} {_worst(got, want)}")
 
 
 def _shapes(entry, model, ref):

@@ -121,8 +121,8 @@ def _random_inputs(trace: Trace) -> list:
 
 
 def _seconds(trace: Trace, inputs: list) -> float:
-    """The fastest of five timed calls of ``trace`` run by torch: forward and, where an input needs grad, thunderlab's
-    backward of it (autodiff's, before remat and fusion), as the compiled program will run them."""
+    """The fastest of up to ``ROUNDS`` timed calls of ``trace`` run by torch (after one warm-up call): forward and,
+    where an input needs grad, thunderlab's backward of it (autodiff's, before remat and fusion)."""
     from thunderlab.core import amp
     from thunderlab.executors.base import bind
 
