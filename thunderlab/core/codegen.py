@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
+from types import ModuleType
 from typing import Any, NamedTuple, Protocol
 
 import torch
@@ -248,6 +248,15 @@ def _function(lines: list[str], calls: list[PrintedCall] | None, name: str, inpu
 NAMESPACE: dict[str, object] = {"torch": torch}
 
 
+def symbol_module(name: str, functions: dict) -> ModuleType:
+    """A module object named ``name`` (``ltorch``, ``prims``) holding ``functions``: what a bound program's
+    ``ltorch.linear(...)`` calls. A module rather than a plain namespace object, since TorchDynamo traces a
+    module's functions in every torch release thunderlab supports (2.11's cannot call a SimpleNamespace's)."""
+    module = ModuleType(name)
+    module.__dict__.update(functions)
+    return module
+
+
 def default_namespace() -> dict:
     """The globals a printed program runs with: torch, prims and ltorch."""
     return dict(NAMESPACE)
@@ -277,7 +286,7 @@ def to_callable(trace: Printable, namespace: dict | None = None, *, impls: dict 
             elif not attr:
                 g[qual] = fn
         for mod, attrs in modules.items():
-            g[mod] = SimpleNamespace(**attrs)
+            g[mod] = symbol_module(mod, attrs)
     code = compile(src, f"<thunderlab {trace.name}>", "exec")
     exec(code, g)
     return g[trace.name]

@@ -28,11 +28,10 @@ import subprocess
 import sys
 import threading
 import time
-from types import SimpleNamespace
 
 import torch
 
-from thunderlab.core.codegen import Printer, default_namespace, python
+from thunderlab.core.codegen import Printer, default_namespace, python, symbol_module
 from thunderlab.core.trace import Trace
 
 _lock = threading.Lock()
@@ -293,7 +292,7 @@ def _compile(msg: dict) -> dict:
     torch.set_num_threads(msg["threads"])  # Inductor's C++ kernels are written for the caller's thread count
     g = default_namespace()
     for mod, attrs in msg["symbols"].items():  # each symbol runs its own implementation, as bind(traced=True)
-        g[mod] = SimpleNamespace(**{a: _resolve(f"{mod}.{a}").impl for a in attrs})
+        g[mod] = symbol_module(mod, {a: _resolve(f"{mod}.{a}").impl for a in attrs})
     exec(compile(msg["source"], f"<thunderlab {msg['name']}>", "exec"), g)
     fn = g[msg["name"]]
     names = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import torch
-from torch._higher_order_ops.register_hook import register_hook_op
 
 from thunderlab.core.symbols import Tag
 from thunderlab.core.trace import TraceError, current_trace
@@ -151,7 +150,14 @@ def _grad_hook_impl(a, hook):
     return a
 
 
-@torchsymbol(register_hook_op, impl=_grad_hook_impl)
+try:  # torch 2.12 and later: Dynamo hands ``y.register_hook`` over as this higher-order op
+    from torch._higher_order_ops.register_hook import register_hook_op
+    _GRAD_HOOK_TARGETS: tuple = (register_hook_op,)
+except ImportError:  # earlier torch has no such op, so no captured program holds one
+    _GRAD_HOOK_TARGETS = ()
+
+
+@torchsymbol(*_GRAD_HOOK_TARGETS, impl=_grad_hook_impl)
 def grad_hook(a, hook):
     return prims.convert_element_type(a, a.dtype)
 
