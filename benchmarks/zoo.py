@@ -16,9 +16,11 @@ zero_grad), the --variants below run on their own copies of the model (same weig
 Each variant's first call is timed (wall clock: capture, passes, compiles, run); thunderlab's also with the wait
 for its kernels (ready_s). Then every variant is warmed up and --rounds rounds time one step of each in turn,
 in a new order each round; a ratio is the median of per-round ratios with a 95% bootstrap interval
-(benchmarks/paired.py), which cancels the machine's drift. --clock cpu (the default) runs on one thread and times
-each step by the CPU time its thread used (time.thread_time), which other processes on a loaded machine inflate
-far less than wall time; the load average is recorded before and after each case.
+(benchmarks/paired.py), which cancels the machine's drift. --clock cpu (the default on CPU) runs on one thread and
+times each step by the CPU time its thread used (time.thread_time), which other processes on a loaded machine
+inflate far less than wall time; the load average is recorded before and after each case.
+--device cuda runs every variant's model and inputs on the GPU (float32, TF32 off as in eager's default) and times
+each step by wall clock between two torch.cuda.synchronize() calls (--clock wall, the only clock there).
 TORCHINDUCTOR_CACHE_DIR (default /tmp/thunderlab_bench_inductor_cache) is shared by both compilers and by runs:
 a case whose kernels an earlier run built finds them there (the meta says how many files it held at the start).
 
@@ -29,7 +31,7 @@ its rows.
 
 Run:  .venv/bin/python benchmarks/zoo.py [--models bert,llama] [--modes inference,train]
       [--variants thunderlab,torch.compile,thunderlab-torch] [--attn default|all] [--rounds 15] [--clock cpu|wall]
-      [--checks jit,compile,train,shapes] [--no-timing] [--out PATH]
+      [--checks jit,compile,train,shapes] [--no-timing] [--device cpu|cuda] [--out PATH]
       .venv/bin/python benchmarks/zoo.py --merge A.json B.json ... [--out PATH]
         one table from several runs (the whole zoo split across processes, timings taken apart from the
         correctness run): a case's checks and timings come from the last file that has them, and each
@@ -138,6 +140,16 @@ def _racing(fn) -> bool:
 
 
 CLOCK = time.thread_time
+DEVICE = "cpu"
+
+
+def _sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def _to_device(x: dict) -> dict:
+    return {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in x.items()}
 
 
 def time_steps(entry, attn, train: bool, rounds: int, names: list[str]) -> dict:
@@ -145,13 +157,15 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str]) -> dict:
     variants = {}
     for name in names:
         model, _ = pair(entry, attn)
-        model.train(train)
+        model.to(DEVICE).train(train)
         variants[name] = (_make(name, model), model)
-    x = inputs(entry, variants["eager"][1], batch=4, length=16)
+    x = _to_device(inputs(entry, variants["eager"][1], batch=4, length=16))
     first, ready, regions = {}, {}, {}
     for name, (fn, model) in variants.items():
+        _sync()
         t0 = time.perf_counter()
         _step(fn, model, x, train)
+        _sync()
         first[name] = time.perf_counter() - t0
         if name.startswith("thunderlab"):
             regions[name] = _wait(fn)
@@ -170,8 +184,10 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str]) -> dict:
         random.shuffle(order)
         for name in order:
             fn, model = variants[name]
+            _sync()
             t0 = CLOCK()
             _step(fn, model, x, train)
+            _sync()
             times[name].append(CLOCK() - t0)
     out = {"first_call_s": first, "ready_s": ready, "regions": regions,
            "median_ms": {n: 1e3 * statistics.median(t) for n, t in times.items()}, "ratios": {}}
@@ -279,9 +295,11 @@ def main():
     ap.add_argument("--checks", default="", help="also run these correctness modes of tests/zoo/check.py: "
                                                  f"{', '.join(CHECKS)} (default: none)")
     ap.add_argument("--no-timing", action="store_true", help="only the --checks")
-    ap.add_argument("--clock", default="cpu", choices=["wall", "cpu"],
-                    help="cpu (default): one thread, each step timed by the CPU time it used (time.thread_time); "
-                         "wall: every thread, wall time")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where the models run (default cpu); cuda times by wall clock between synchronisations")
+    ap.add_argument("--clock", default=None, choices=["wall", "cpu"],
+                    help="cpu (the default on CPU): one thread, each step timed by the CPU time it used "
+                         "(time.thread_time); wall (the default and only clock on CUDA): every thread, wall time")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "zoo_vs_compile.json"))
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="write one table from these runs' files; runs nothing")
     args = ap.parse_args()
@@ -299,7 +317,15 @@ def main():
     checks = _names(args.checks, CHECKS, "--checks")
     warnings.filterwarnings("ignore")
     random.seed(0)
-    global CLOCK
+    global CLOCK, DEVICE
+    DEVICE = args.device
+    if DEVICE == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("--device cuda: torch.cuda.is_available() is False here (use --device cpu)")
+        if args.clock == "cpu":
+            raise SystemExit("--device cuda times by wall clock (--clock wall): CPU time misses the GPU's work")
+        args.clock = "wall"
+    args.clock = args.clock or "cpu"
     CLOCK = time.perf_counter if args.clock == "wall" else time.thread_time
     if args.clock == "cpu":
         torch.set_num_threads(1)
@@ -309,6 +335,7 @@ def main():
             "torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
             "threads": torch.get_num_threads(), "pipeline": thunderlab.DEFAULT_PIPELINE,
             "executors": os.environ.get("THUNDERLAB_EXECUTORS", "default"), "clock": args.clock,
+            "device": DEVICE, "gpu": torch.cuda.get_device_name(0) if DEVICE == "cuda" else None,
             "rounds": args.rounds, "attn": args.attn, "modes": kinds, "variants": variants, "checks": checks,
             "inductor_cache": os.environ["TORCHINDUCTOR_CACHE_DIR"],
             "inductor_cache_files_at_start": _inductor_cache_files(), "load_average_at_start": os.getloadavg()}

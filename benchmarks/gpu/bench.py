@@ -298,7 +298,8 @@ def profile(a) -> dict:
         st = t["timings"].get(t["running"], {})
         dev_us = sum(k["device_us"] for k in ks)
         per_region[name] = {
-            "executor_running": t["running"], "timing_device": t["device"], "error": t["error"],
+            "executor_running": t["running"], "timing_device": rec.regions[name].get("device"),
+            "error": t["error"], "race": t.get("race"),
             "event_median_ms": st.get("median_s", 0) * 1e3 if st else None,
             "event_min_ms": st.get("min_s", 0) * 1e3 if st else None, "event_count": st.get("count", 0),
             "profiler_device_ms": dev_us / 1e3, "profiler_self_cpu_ms": sum(k["self_cpu_us"] for k in ks) / 1e3,
@@ -352,7 +353,7 @@ def merge(a) -> dict:
     report = {"kind": a.kind, "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(),
               "note": a.note, "total_wall_s": a.total, "steps": steps, "nvfuser_setup": load("nvfuser_setup.json"),
               "environment": load("env.json"), "tests": tests, "fusion": load("fusion.json"),
-              "profile": load("profile.json")}
+              "zoo": load("zoo.json"), "profile": load("profile.json")}
     return report
 
 

@@ -9,16 +9,18 @@
 #             constructor torch 2.11 no longer has, build benchmarks/gpu/c10_shim.cpp, check it (shim_check.sh)
 #             and load it with LD_PRELOAD for every later step; otherwise record what was tried and what it printed
 #   env       GPU, driver, torch, CUDA, Triton, nvFuser (bench.py env)
-#   profile   one nanoGPT block program: CUDA-event region timings beside profiler kernel times, and its HTML
-#             report (bench.py profile)
 #   tests     pytest -m "cuda or nvfuser" over the test files that use those markers (counts, skip reasons, failures)
 #   fusion    eager / torch.compile / thunderlab+inductor / thunderlab+nvFuser on CUDA (bench.py fusion)
+#   zoo       benchmarks/zoo.py --device cuda: eager / thunderlab's default / torch.compile, inference and training
+#   profile   one nanoGPT block program: CUDA-event region timings beside profiler kernel times, and its HTML
+#             report (bench.py profile)
 #   merge     one JSON: $OUT/benchmarks/results/gpu-<gpu>.json (benchmarks/results/ once copied back)
 # Also written: $OUT/run.log (all output) and $OUT/gpu-nanogpt-report.html.
 #
-# Without CUDA the profile and fusion steps record why they were skipped (the JSON is then gpu-dryrun-cpu.json).
+# Without CUDA the profile, fusion and zoo steps record why they were skipped (the JSON is then gpu-dryrun-cpu.json).
 # GPU_RUN_CPU_CHECK=1 runs them on CPU at small sizes instead, to check the script (gpu-cpucheck-cpu.json).
 # GPU_RUN_BUDGET_S (default 480) bounds the whole run; each step gets at most what is left of it.
+# GPU_RUN_ZOO_MODELS (default llama,bert,resnet,gpt2): the zoo step's models, timed in that order.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
@@ -28,6 +30,7 @@ PY=${PYTHON:-python3}
 BUDGET=${GPU_RUN_BUDGET_S:-480}
 RESERVE=20  # kept back for the merge
 CPU_CHECK=${GPU_RUN_CPU_CHECK:-0}
+ZOO_MODELS=${GPU_RUN_ZOO_MODELS:-llama,bert,resnet,gpt2}
 START=$(date +%s)
 WORK=$(mktemp -d)
 PARTS=$WORK/parts
@@ -174,12 +177,10 @@ if [ "$CPU_CHECK" = 1 ]; then
     SIZES=(--chain 256 --batch 2 --seq 32 --embd 64 --heads 4)
 fi
 step env 60 "${PYCMD[@]}" benchmarks/gpu/bench.py env --out "$PARTS/env.json"
-step profile 150 "${PYCMD[@]}" benchmarks/gpu/bench.py profile --out "$PARTS/profile.json" --html "$OUT/gpu-nanogpt-report.html" \
-    ${CPU_ARGS[@]+"${CPU_ARGS[@]}"} ${SIZES[@]+"${SIZES[@]}"} $([ "$CPU_CHECK" = 1 ] && echo --calls 5)
 # only the files that use the markers are collected: the rest of the suite needs packages a GPU image may lack
 mapfile -t TEST_FILES < <(grep -rlE "pytest\.mark\.(cuda|nvfuser)" tests --include='*.py' | sort)
 echo "test files with the markers: ${TEST_FILES[*]}"
-step tests 150 "${PYCMD[@]}" -m pytest -m "cuda or nvfuser" "${TEST_FILES[@]}" -p no:cacheprovider -q -rs \
+step tests 90 "${PYCMD[@]}" -m pytest -m "cuda or nvfuser" "${TEST_FILES[@]}" -p no:cacheprovider -q -rs \
     --junitxml="$PARTS/tests.xml"
 # a test process killed by a signal (a crash inside nvFuser, say) would take the whole benchmark with it
 TESTS_RC=$(awk -F'\t' '$1 == "tests" {print $2}' "$PARTS/steps.tsv")
@@ -187,8 +188,18 @@ NO_NVFUSER=()
 if ((${TESTS_RC:-0} > 128 && ${TESTS_RC:-0} != 137)); then
     NO_NVFUSER=(--no-nvfuser "the nvFuser tests' process died with exit status $TESTS_RC (a signal)")
 fi
-step fusion 330 "${PYCMD[@]}" benchmarks/gpu/bench.py fusion --out "$PARTS/fusion.json" ${NO_NVFUSER[@]+"${NO_NVFUSER[@]}"} \
+step fusion 180 "${PYCMD[@]}" benchmarks/gpu/bench.py fusion --out "$PARTS/fusion.json" ${NO_NVFUSER[@]+"${NO_NVFUSER[@]}"} \
     ${CPU_ARGS[@]+"${CPU_ARGS[@]}"} ${SIZES[@]+"${SIZES[@]}"} $([ "$CPU_CHECK" = 1 ] && echo --iters 3 --inner 1 --warmup 1)
+# the model zoo on the GPU: eager, thunderlab's default (nvFuser, Inductor and torch raced per region), torch.compile
+ZOO_ARGS=(--device cuda --models "$ZOO_MODELS" --rounds 20)
+[ "$CPU_CHECK" = 1 ] && ZOO_ARGS=(--device cpu --models bert --modes inference --rounds 3)
+if [ "$CPU_CHECK" = 1 ] || "$PY" -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
+    step zoo 130 "${PYCMD[@]}" benchmarks/zoo.py "${ZOO_ARGS[@]}" --out "$PARTS/zoo.json"
+else
+    echo '{"skipped": "no CUDA device: torch.cuda.is_available() is False"}' >"$PARTS/zoo.json"
+fi
+step profile 60 "${PYCMD[@]}" benchmarks/gpu/bench.py profile --out "$PARTS/profile.json" --html "$OUT/gpu-nanogpt-report.html" \
+    ${CPU_ARGS[@]+"${CPU_ARGS[@]}"} ${SIZES[@]+"${SIZES[@]}"} $([ "$CPU_CHECK" = 1 ] && echo --calls 5)
 
 KIND=$("$PY" -c '
 import json, re, sys

@@ -319,3 +319,36 @@ def test_a_region_that_draws_random_numbers_is_not_raced():
         assert race["state"] == "off" and "draws random numbers" in race["why"], race
     finally:
         EXECUTORS.pop("racefake_all", None)
+
+
+@pytest.mark.cuda
+@pytest.mark.nvfuser
+@pytest.mark.parametrize("winner", ["torch", "inductor", "nvfuser"])
+def test_on_a_gpu_each_real_executor_can_win_and_every_call_equals_eager(winner):
+    """nvFuser, Inductor and torch raced on CUDA tensors: whichever is made fastest is kept, and every call of every
+    version (nvFuser's and Inductor's generated kernels included) equals eager's result."""
+    pytest.importorskip("nvfuser_direct")
+
+    def cuda_inputs(i: int):
+        x, w = _inputs(i)
+        return x.cuda(), w.cuda()
+
+    j = thunderlab.jit(f, pipeline="dce,cse,claim{executors=nvfuser+inductor+torch},fuse,del")
+    x, w = cuda_inputs(0)
+    torch.testing.assert_close(j(x, w), f(x, w), rtol=1e-4, atol=1e-4)
+    live = thunderlab.session(thunderlab.last_record(j))
+    assert live.wait(300), {n: r.error for n, r in live.regions.items()}
+    owners = {r.version for r in live.regions.values()}
+    assert "nvfuser" in owners, f"nvFuser claims f's elementwise ops on CUDA; the regions run {owners}"
+    clock = Clock()
+    raced = [r for r in live.regions.values() if winner in r.versions and len(r.versions) > 1]
+    assert raced, {n: sorted(r.versions) for n, r in live.regions.items()}
+    for r in raced:
+        r.clock = clock
+        r.versions = {v: clock.costing(fn, 0.001 if v == winner else 0.005) for v, fn in r.versions.items()}
+    for i in range(1, 3 * (RACE_CALLS + 1) + 5):
+        x, w = cuda_inputs(i)
+        torch.testing.assert_close(j(x, w), f(x, w), rtol=1e-4, atol=1e-4)
+    for r in raced:
+        race = r.race.summary()
+        assert race["state"] == "done" and race["winner"] == winner and r.version == winner, race
