@@ -125,3 +125,30 @@ def test_the_line_map_counts_a_statement_a_custom_printer_spreads_over_two_lines
     assert lines[code.calls[0].line].split("  # ")[0].strip() == f"assert {y.name} is not None"
     assert lines[code.calls[1].line - 1].split("  # ")[0].strip() == f"{t.output.name} = ltorch.sin({y.name})"
     torch.testing.assert_close(t.callable(packed=True)([torch.ones(2)]), torch.sin(torch.ones(2)))
+
+
+def test_a_compiled_program_has_its_lines_for_tracebacks_and_inspect():
+    """A printed program compiled to a function keeps its text in linecache: a traceback through it shows the
+    failing line, inspect finds its source (torch.compile takes such a function as it is), and a second program
+    of the same name keeps its own lines."""
+    import inspect
+    import traceback
+
+    from thunderlab.core.codegen import compile_program
+
+    def build(src):
+        g = {}
+        exec(compile_program(src, "region_for_test"), g)
+        return g["region_for_test"]
+
+    first = build("def region_for_test(x):\n    return x.no_such_method()\n")
+    second = build("def region_for_test(x):\n    y = x + 1\n    return y.also_missing()\n")
+    assert inspect.getsourcefile(first) is not None and inspect.getsource(first).startswith("def region_for_test")
+    assert first.__code__.co_filename != second.__code__.co_filename
+    for fn, line in ((first, "return x.no_such_method()"), (second, "return y.also_missing()")):
+        try:
+            fn(torch.ones(1))
+        except AttributeError:
+            assert line in traceback.format_exc()
+        else:
+            raise AssertionError("the program should have raised")

@@ -7,7 +7,10 @@ the other way round.
 """
 from __future__ import annotations
 
+import itertools
+import linecache
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -257,6 +260,29 @@ def symbol_module(name: str, functions: dict) -> ModuleType:
     return module
 
 
+_SOURCES: OrderedDict[str, None] = OrderedDict()  # the filenames this module put in linecache, oldest first
+_SOURCES_KEPT = 1000
+_numbers = itertools.count(2)
+
+
+def compile_program(src: str, name: str):
+    """Compile a printed program's text, named ``<thunderlab NAME>``, with its lines registered in ``linecache``:
+    tracebacks through it show its code, and ``inspect.getsourcefile`` finds it, so ``torch.compile`` takes the
+    function as it is (torch 2.11 wraps a function without a source file in a frame of its own, one shared by
+    every function so wrapped, whose compiles then count against one recompile limit). A name already registered
+    for another text gets a number. The newest 1000 texts are kept."""
+    filename = f"<thunderlab {name}>"
+    entry = linecache.cache.get(filename)
+    if entry is not None and "".join(entry[2]) != src:
+        filename = f"<thunderlab {name} #{next(_numbers)}>"
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    _SOURCES[filename] = None
+    _SOURCES.move_to_end(filename)
+    while len(_SOURCES) > _SOURCES_KEPT:
+        linecache.cache.pop(_SOURCES.popitem(last=False)[0], None)
+    return compile(src, filename, "exec")
+
+
 def default_namespace() -> dict:
     """The globals a printed program runs with: torch, prims and ltorch."""
     return dict(NAMESPACE)
@@ -287,6 +313,6 @@ def to_callable(trace: Printable, namespace: dict | None = None, *, impls: dict 
                 g[qual] = fn
         for mod, attrs in modules.items():
             g[mod] = symbol_module(mod, attrs)
-    code = compile(src, f"<thunderlab {trace.name}>", "exec")
+    code = compile_program(src, trace.name)
     exec(code, g)
     return g[trace.name]

@@ -31,7 +31,7 @@ import time
 
 import torch
 
-from thunderlab.core.codegen import Printer, default_namespace, python, symbol_module
+from thunderlab.core.codegen import Printer, compile_program, default_namespace, python, symbol_module
 from thunderlab.core.trace import Trace
 
 _lock = threading.Lock()
@@ -293,7 +293,7 @@ def _compile(msg: dict) -> dict:
     g = default_namespace()
     for mod, attrs in msg["symbols"].items():  # each symbol runs its own implementation, as bind(traced=True)
         g[mod] = symbol_module(mod, {a: _resolve(f"{mod}.{a}").impl for a in attrs})
-    exec(compile(msg["source"], f"<thunderlab {msg['name']}>", "exec"), g)
+    exec(compile_program(msg["source"], msg["name"]), g)
     fn = g[msg["name"]]
     names = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])
     args = [_example(*i) for i in msg["inputs"]]
