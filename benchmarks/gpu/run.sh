@@ -21,6 +21,8 @@
 # GPU_RUN_CPU_CHECK=1 runs them on CPU at small sizes instead, to check the script (gpu-cpucheck-cpu.json).
 # GPU_RUN_BUDGET_S (default 480) bounds the whole run; each step gets at most what is left of it.
 # GPU_RUN_ZOO_MODELS (default llama,bert,resnet,gpt2): the zoo step's models, timed in that order.
+# GPU_RUN_STEPS (default: all): the steps after nvfuser and env to run, e.g. "tests" then "fusion,zoo" in a second
+# run, so that a machine lost mid-run loses one part; the JSON's name then ends in the steps (gpu-<gpu>-tests.json).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT" || exit 1
@@ -31,6 +33,7 @@ BUDGET=${GPU_RUN_BUDGET_S:-480}
 RESERVE=20  # kept back for the merge
 CPU_CHECK=${GPU_RUN_CPU_CHECK:-0}
 ZOO_MODELS=${GPU_RUN_ZOO_MODELS:-llama,bert,resnet,gpt2}
+STEPS=${GPU_RUN_STEPS:-}
 START=$(date +%s)
 WORK=$(mktemp -d)
 PARTS=$WORK/parts
@@ -50,6 +53,10 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 step() {  # step NAME CAP_SECONDS COMMAND...: run COMMAND under timeout, append NAME rc seconds to steps.tsv
     local name=$1 cap=$2
     shift 2
+    if [ -n "$STEPS" ] && [ "$name" != env ] && [[ ",$STEPS," != *",$name,"* ]]; then
+        printf '%s\t125\t0\tnot run: not in GPU_RUN_STEPS=%s\n' "$name" "$STEPS" >>"$PARTS/steps.tsv"
+        return
+    fi
     local left=$((BUDGET - RESERVE - ($(date +%s) - START)))
     local t=$((cap < left ? cap : left))
     if ((t < 10)); then
@@ -214,7 +221,7 @@ NOTE="benchmarks/gpu/run.sh on $KIND"
 case $KIND in
     *-cpu) NOTE="$NOTE: no CUDA device, so this is a check of the script, not a GPU result" ;;
 esac
-RESULT=$OUT/benchmarks/results/gpu-$KIND.json
+RESULT=$OUT/benchmarks/results/gpu-$KIND${STEPS:+-${STEPS//,/-}}.json
 "$PY" benchmarks/gpu/bench.py merge --parts "$PARTS" --out "$RESULT" --kind "$KIND" --note "$NOTE" \
     --total "$(($(date +%s) - START))"
 echo "results: $RESULT; log: $OUT/run.log; report: $OUT/gpu-nanogpt-report.html; $(($(date +%s) - START)) s in all"
