@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # exactly this torch: the CPU wheel this machine carries (a looser pin pulls a CUDA build)
 TORCH  := torch==2.13.0
 
-.PHONY: setup lint demo test bench zoo zoo-bench fuzz robustness clean views lab browser graphviz wheelhouse
+.PHONY: setup lint demo test test-torch bench zoo zoo-bench fuzz robustness clean views lab browser graphviz wheelhouse
 
 $(BIN)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,15 @@ lint: setup
 
 test: lint views lab browser graphviz
 	$(BIN)/python -m pytest
+
+# the compiler's tests against another torch release (the package allows torch>=2.10): its own venv, torch from
+# PyPI (a CUDA build there, several GB), the results in benchmarks/results/torch<version>_tests.json
+TORCH_VERSION ?= 2.11.0
+test-torch:
+	$(PYTHON) -m venv .venv-torch$(TORCH_VERSION)
+	PIP_CONSTRAINT= .venv-torch$(TORCH_VERSION)/bin/pip install -q --disable-pip-version-check \
+		torch==$(TORCH_VERSION) 'networkx>=3' pytest 'transformers>=4.40' expecttest hypothesis numpy 'jsonschema>=4'
+	.venv-torch$(TORCH_VERSION)/bin/python benchmarks/torch_version.py
 
 # every zoo architecture with each attention implementation, in every mode (tests/zoo; about an hour on 2 cores)
 zoo: setup

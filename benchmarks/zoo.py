@@ -7,7 +7,8 @@ zero_grad), the --variants below run on their own copies of the model (same weig
   thunderlab         thunderlab.jit(model) as a new user runs it: the default pipeline with the default executors
                      (Inductor on CPU), tiered, and waited for until every fusion region's kernel is built
                      (thunderlab.session(record).wait() for each of its records) and warmed up until every
-                     region's executor race is decided, before it is timed;
+                     region's executor race is decided, in every record (those later calls compile too),
+                     before it is timed;
   torch.compile      torch.compile(model), Inductor with its defaults;
   thunderlab-torch   thunderlab.jit with the default pipeline on the torch executor only (claim{executors=torch}):
                      what thunderlab's own passes and eager's kernels give, without generated kernels;
@@ -126,17 +127,23 @@ def _wait(fn) -> dict:
     return {"records": len(fn.records), "regions_running": running, "region_errors": errors}
 
 
-def _racing(fn) -> bool:
-    """Whether a region of a jitted function still races its versions (each call then runs one of them in turn,
-    the torch version included): the steady state a user's loop reaches comes after every race is decided."""
-    for record in getattr(fn, "records", ()):
+def _unsettled(fn) -> frozenset:
+    """The regions of a jitted function that still wait for their kernels or race their versions (each call
+    then runs one of them in turn, the torch version included), with their state and timed calls: the steady
+    state a user's loop reaches comes after every race is decided, in every record that calls still reach,
+    those a later call compiled included (a classification model's second call compiles again: transformers'
+    loss sets ``config.problem_type`` on the first, and the first record is not called after that)."""
+    out = set()
+    for i, record in enumerate(getattr(fn, "records", ())):
         try:
             session = thunderlab.session(record)
         except thunderlab.NotLive:
             continue
-        if any((region.get("race") or {}).get("state") == "racing" for region in session.timings().values()):
-            return True
-    return False
+        for name, region in session.timings().items():
+            race = region.get("race") or {}
+            if race.get("state") in ("waiting", "racing"):
+                out.add((i, name, race["state"], sum(t["count"] for t in race.get("times", {}).values())))
+    return frozenset(out)
 
 
 CLOCK = time.thread_time
@@ -172,9 +179,15 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str]) -> dict:
             ready[name] = time.perf_counter() - t0
         for _ in range(3):
             _step(fn, model, x, train)
-        for _ in range(100):  # until every region's race is decided (about ten calls)
-            if not _racing(fn):
-                break
+        before, same = None, 0
+        for _ in range(100):  # until every record's kernels are built and every race decided (about ten calls)
+            if name.startswith("thunderlab"):
+                _wait(fn)
+            now = _unsettled(fn)
+            same = same + 1 if now == before else 0
+            if not now or same == 4:  # settled, or what is left ran in none of the last four steps (more than
+                break  # a race's warm-up round)
+            before = now
             _step(fn, model, x, train)
     for name in regions:  # after the warm-up calls: every region has switched to what it will run
         regions[name] = _wait(variants[name][0])
