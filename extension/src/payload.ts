@@ -52,14 +52,14 @@ export function readNotes(notes: unknown): Notes {
   for (const [id, why] of Object.entries(left_out && typeof left_out === "object" ? left_out : {})) out.push([Number(id), "fuse", String(why)]);
   return { summary: typeof summary === "string" ? summary : "", facts, declines: out };
 }
-/** A region's race: once its kernels compiled, its calls took turns between torch and each kernel; the lowest median was kept. */
+/** A region's race: once its kernels compiled, its calls took turns between torch and each kernel; the fastest call was kept. */
 export interface Race {
   state: "waiting" | "racing" | "done" | "off";
   versions: string[];  // in the order calls take them
   calls: number;  // timed calls per version (after one warm-up call each)
   times: Record<string, { count: number; median_s: number; min_s: number; samples_s?: number[] }>;
   winner: string | null;
-  why: string;  // the verdict in words: "inductor 0.41 ms vs torch 0.62 ms, median of 4 calls each: kept inductor"
+  why: string;  // the verdict in words: "inductor 0.41 ms vs torch 0.62 ms, fastest of 4 calls each: kept inductor"
   left_out?: Record<string, string>;  // versions not raced, and why
   started?: number | null;
 }

@@ -1,5 +1,5 @@
 // The executor race per region, for every view: once a region's kernels compiled, its next calls took turns
-// between torch and each fusion executor's kernel, and the lowest median was kept (torch included). The
+// between torch and each fusion executor's kernel, and the fastest call was kept (torch included). The
 // payload's regions[name].race, shaped for the step page's Timings pane, the HTML report and the sidebar's
 // timings panel. Pure but for `raceView`, which draws with inline styles so every host shows it alike.
 import { h } from "./dom";
@@ -22,9 +22,9 @@ export function raceRows(regions: Record<string, { race?: Race | null }>): RaceR
       return { version, median_ms: t ? t.median_s * 1e3 : null, min_ms: t ? t.min_s * 1e3 : null, count: t ? t.count : 0,
         winner: race.winner === version, frac: 0 };
     });
-    const max = Math.max(1e-12, ...lanes.map((l) => l.median_ms ?? 0));
-    for (const l of lanes) l.frac = l.median_ms === null ? 0 : l.median_ms / max;
-    lanes.sort((a, b) => (a.median_ms ?? Infinity) - (b.median_ms ?? Infinity));
+    const max = Math.max(1e-12, ...lanes.map((l) => l.min_ms ?? 0));
+    for (const l of lanes) l.frac = l.min_ms === null ? 0 : l.min_ms / max;
+    lanes.sort((a, b) => (a.min_ms ?? Infinity) - (b.min_ms ?? Infinity));
     rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes });
   }
   return rows;
@@ -52,13 +52,13 @@ export function raceView(regions: Record<string, { race?: Race | null }>): HTMLE
   const rows = raceRows(regions);
   if (!rows.length) return null;
   const box = h("div", { class: "tl-race" }, h("div", { class: "tl-muted tl-race-summary" },
-    `executor race: ${raceSummary(rows)} (each version's median over the calls that ran it; the fastest is kept)`));
+    `executor race: ${raceSummary(rows)} (each version's fastest call of those that ran it; the fastest is kept)`));
   for (const r of rows) {
     const block = h("div", { class: `tl-race-region tl-race-${r.state}`, "data-region": r.region, style: "margin:4px 0 6px" },
       h("div", { class: "tl-race-why", style: "font-size:12px" }, h("b", {}, r.region), `: ${r.why}`));
     for (const l of r.lanes) {
       const label = l.median_ms === null ? `${l.version}: not timed yet`
-        : `${l.version}${l.winner ? " ✓" : ""}: ${l.median_ms.toFixed(3)} ms median, ${l.min_ms!.toFixed(3)} min (${l.count} calls)`;
+        : `${l.version}${l.winner ? " ✓" : ""}: ${l.min_ms!.toFixed(3)} ms fastest, ${l.median_ms.toFixed(3)} median (${l.count} calls)`;
       block.append(h("div", { class: `tl-race-lane${l.winner ? " tl-race-winner" : ""}`, "data-version": l.version,
         style: "position:relative;height:16px;margin:2px 0;border-radius:2px;overflow:hidden;background:var(--jp-layout-color2,#f0f0f3)" },
         h("span", { style: `position:absolute;left:0;top:0;bottom:0;width:${Math.max(0.5, l.frac * 100).toFixed(1)}%;background:${l.winner ? WIN : LOSE}` }),

@@ -12,9 +12,9 @@ const t = (ms, n = 4) => ({ count: n, median_s: ms / 1e3, min_s: (ms * 0.9) / 1e
 // one region whose kernel won, one whose kernel lost to torch, one still racing (nvfuser not timed yet)
 const REGIONS = {
   inductor0: { race: { state: "done", versions: ["inductor", "torch"], calls: 4, times: { inductor: t(0.41), torch: t(0.62) },
-    winner: "inductor", why: "inductor 0.41 ms vs torch 0.62 ms, median of 4 calls each: kept inductor" } },
+    winner: "inductor", why: "inductor 0.41 ms vs torch 0.62 ms, fastest of 4 calls each: kept inductor" } },
   inductor1: { race: { state: "done", versions: ["inductor", "torch"], calls: 4, times: { inductor: t(0.5), torch: t(0.2) },
-    winner: "torch", why: "torch 0.2 ms vs inductor 0.5 ms, median of 4 calls each: back to torch" } },
+    winner: "torch", why: "torch 0.2 ms vs inductor 0.5 ms, fastest of 4 calls each: back to torch" } },
   nvfuser0: { race: { state: "racing", versions: ["nvfuser", "torch", "inductor"], calls: 4, times: { torch: t(1, 2), nvfuser: t(0.3, 1) },
     winner: null, why: "racing" } },
   unraced: { race: null },

@@ -1463,9 +1463,9 @@ after:  ${b}`)
           frac: 0
         };
       });
-      const max = Math.max(1e-12, ...lanes.map((l) => l.median_ms ?? 0));
-      for (const l of lanes) l.frac = l.median_ms === null ? 0 : l.median_ms / max;
-      lanes.sort((a, b) => (a.median_ms ?? Infinity) - (b.median_ms ?? Infinity));
+      const max = Math.max(1e-12, ...lanes.map((l) => l.min_ms ?? 0));
+      for (const l of lanes) l.frac = l.min_ms === null ? 0 : l.min_ms / max;
+      lanes.sort((a, b) => (a.min_ms ?? Infinity) - (b.min_ms ?? Infinity));
       rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes });
     }
     return rows;
@@ -1491,7 +1491,7 @@ after:  ${b}`)
     const box = h("div", { class: "tl-race" }, h(
       "div",
       { class: "tl-muted tl-race-summary" },
-      `executor race: ${raceSummary(rows)} (each version's median over the calls that ran it; the fastest is kept)`
+      `executor race: ${raceSummary(rows)} (each version's fastest call of those that ran it; the fastest is kept)`
     ));
     for (const r of rows) {
       const block = h(
@@ -1500,7 +1500,7 @@ after:  ${b}`)
         h("div", { class: "tl-race-why", style: "font-size:12px" }, h("b", {}, r.region), `: ${r.why}`)
       );
       for (const l of r.lanes) {
-        const label = l.median_ms === null ? `${l.version}: not timed yet` : `${l.version}${l.winner ? " ✓" : ""}: ${l.median_ms.toFixed(3)} ms median, ${l.min_ms.toFixed(3)} min (${l.count} calls)`;
+        const label = l.median_ms === null ? `${l.version}: not timed yet` : `${l.version}${l.winner ? " ✓" : ""}: ${l.min_ms.toFixed(3)} ms fastest, ${l.median_ms.toFixed(3)} median (${l.count} calls)`;
         block.append(h(
           "div",
           {

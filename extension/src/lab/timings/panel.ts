@@ -1,5 +1,5 @@
 // The timings panel: per fusion region, which version ran, how often, median and min, updating while the
-// notebook keeps calling the program; how each region's executor race went (the versions' medians, the winner, why); each region opens to the kernels of one profiled call; and a comparison
+// notebook keeps calling the program; how each region's executor race went (the versions' fastest calls, the winner, why); each region opens to the kernels of one profiled call; and a comparison
 // with another record (after a pipeline edit): programs side by side, step times paired, call times in words.
 import { PanelWithToolbar } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
@@ -124,7 +124,7 @@ class TimingsBody extends Widget {
         parts.push(bars(rows) as unknown as HTMLElement);
       }
     }
-    // each region's executor race: the versions' medians, the one kept and why (raced whether timing is on or not)
+    // each region's executor race: the versions' fastest calls, the one kept and why (raced whether timing is on or not)
     const race = ev ? raceView(ev.regions) : null;
     if (race) parts.push(h("h4", {}, "Executor race"), race);
     // the collectives beside the regions: communication against compute, in the graph's communication colour
