@@ -2,7 +2,7 @@
 
 The nanoGPT block (thunderlab.examples) is compiled with Inductor fusion and timing on, and called until
 each region's race is over: its calls took turns between torch and the Inductor kernel, and the panel
-shows each version's calls and medians, the race's bars, the version kept and why. Runs JupyterLab with
+shows each version's calls, fastest call and median, the race's bars, the version kept and why. Runs JupyterLab with
 temporary dirs and this checkout's built extension (`make lab`) in Debian's headless Chromium.
   .venv/bin/python docs/race_screenshot.py docs/race.png
 """

@@ -52,7 +52,7 @@ export function raceView(regions: Record<string, { race?: Race | null }>): HTMLE
   const rows = raceRows(regions);
   if (!rows.length) return null;
   const box = h("div", { class: "tl-race" }, h("div", { class: "tl-muted tl-race-summary" },
-    `executor race: ${raceSummary(rows)} (each version's fastest call of those that ran it; the fastest is kept)`));
+    `executor race: ${raceSummary(rows)} (each version by its fastest call; the fastest is kept)`));
   for (const r of rows) {
     const block = h("div", { class: `tl-race-region tl-race-${r.state}`, "data-region": r.region, style: "margin:4px 0 6px" },
       h("div", { class: "tl-race-why", style: "font-size:12px" }, h("b", {}, r.region), `: ${r.why}`));

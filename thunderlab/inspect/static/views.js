@@ -1491,7 +1491,7 @@ after:  ${b}`)
     const box = h("div", { class: "tl-race" }, h(
       "div",
       { class: "tl-muted tl-race-summary" },
-      `executor race: ${raceSummary(rows)} (each version's fastest call of those that ran it; the fastest is kept)`
+      `executor race: ${raceSummary(rows)} (each version by its fastest call; the fastest is kept)`
     ));
     for (const r of rows) {
       const block = h(
