@@ -95,6 +95,96 @@ def _with_grads(bw: Trace, b: BoundSymbol, grads: dict) -> list:
     return pairs
 
 
+def _one_dim_slice(key, shape) -> tuple[int, int, int] | None:
+    """``(dim, start, stop)`` when indexing a tensor of ``shape`` with ``key`` takes a contiguous part of one
+    dimension and the whole of every other (``x[..., 2:5]``, ``x[:, :8]``); None for any other key."""
+    key = key if isinstance(key, tuple) else (key,)
+    if sum(k is Ellipsis for k in key) > 1 or not all(isinstance(k, slice) or k is Ellipsis for k in key):
+        return None
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1:]
+    if len(key) > len(shape):
+        return None
+    cut = []
+    for dim, k in enumerate(key):
+        if not all(isinstance(v, int) or v is None for v in (k.start, k.stop, k.step)):
+            return None
+        start, stop, step = k.indices(shape[dim])
+        if step != 1:
+            return None
+        if (start, stop) != (0, shape[dim]):
+            cut.append((dim, start, max(start, stop)))
+    return cut[0] if len(cut) == 1 else None
+
+
+class _Grads(dict):
+    """Gradients by value name, summed when first read. The gradients that slices of one value contribute
+    (``x[..., :8]``, ``x[..., 8:]``: a fused projection's outputs split apart) are put together with one ``cat``
+    along their dimension, zeros filling what no slice took, instead of a zero tensor the size of ``x`` per slice
+    and a sum of them; the values are the same, since the slices do not overlap."""
+
+    def __init__(self, bw: Trace):
+        super().__init__()
+        self.bw = bw
+        self.parts: dict[str, list] = {}  # name -> [(gradient, (dim, start, stop, part's gradient) or None, b)]
+
+    def add(self, name: str, gp, piece, b: BoundSymbol) -> None:
+        if name not in self.parts and dict.get(self, name) is not None:  # an output's own gradient comes first
+            self.parts[name] = [(dict.pop(self, name), None, None)]
+        self.parts.setdefault(name, []).append((gp, piece, b))
+
+    def get(self, name, default=None):
+        parts = self.parts.pop(name, None)
+        if parts is not None:
+            self[name] = self._sum(parts)
+        return dict.get(self, name, default)
+
+    def _sum(self, parts: list):
+        pieces = [(pc, b) for _, pc, b in parts if pc is not None]
+        spans = sorted((pc[1], pc[2]) for pc, _ in pieces)
+        total = None
+        if (len(pieces) >= 2 and len({pc[0] for pc, _ in pieces}) == 1
+                and all(a[1] <= c[0] for a, c in zip(spans, spans[1:]))):
+            dim, like = pieces[0][0][0], next(gp for gp, pc, _ in parts if pc is not None)
+            with self.bw.deriving(pieces[-1][1]):
+                chunks, at = [], 0
+                for (_, start, stop, g), _ in sorted(pieces, key=lambda x: x[0][1]):
+                    if start > at:
+                        chunks.append(_zeros(like, dim, start - at))
+                    chunks.append(g)
+                    at = stop
+                if at < like.shape[dim]:
+                    chunks.append(_zeros(like, dim, like.shape[dim] - at))
+                total = prims.cat(tuple(chunks), dim)
+            parts = [pt for pt in parts if pt[1] is None]
+        for gp, _, b in parts:
+            if total is None:
+                total = gp
+                continue
+            with self.bw.deriving(b):
+                total = prims.add(total, gp)
+        return total
+
+
+def _zeros(like, dim: int, size: int):
+    shape = tuple(size if d == dim else n for d, n in enumerate(like.shape))
+    return prims.full(shape, 0.0, dtype=like.dtype, device=like.device)
+
+
+def _slice_piece(b: BoundSymbol, p: TensorProxy, gp, grads: _Grads):
+    """``(dim, start, stop, g)`` when ``b`` takes a one-dimension slice of ``p`` (see ``_one_dim_slice``) and
+    ``gp``, its gradient for ``p``, is ``g`` (the slice's gradient) in zeros; None otherwise."""
+    if (b.sym.qualname != "ltorch.getitem" or getattr(b.params.a, "name", None) != p.name
+            or not isinstance(b.output, TensorProxy)):
+        return None
+    cut = _one_dim_slice(b.params.key, p.shape)
+    g = dict.get(grads, b.output.name)
+    if cut is None or g is None or g.dtype != gp.dtype or tuple(g.shape) != tuple(b.output.shape):
+        return None
+    return (*cut, g)
+
+
 def _backprop(bw: Trace, bsyms, needs, grads) -> None:
     for b in reversed(bsyms):
         if not any(grads.get(p.name) is not None for p in b.outputs):
@@ -116,8 +206,7 @@ def _backprop(bw: Trace, bsyms, needs, grads) -> None:
             with bw.deriving(b):
                 if gp.dtype != p.dtype:
                     gp = prims.convert_element_type(gp, p.dtype)
-                prev = grads.get(p.name)
-                grads[p.name] = gp if prev is None else prims.add(prev, gp)
+            grads.add(p.name, gp, _slice_piece(b, p, gp, grads), b)
 
 
 def _with_residuals(work: Trace, bsyms, needs: set[str]) -> list[BoundSymbol]:
@@ -183,7 +272,7 @@ def split(trace: Trace) -> Program | None:
     trace = work
     needs_all = _propagate(fwd_bsyms, needs)
     bw = trace.derive(name="backward", inputs=[], bound_symbols=[], output=None)
-    grads: dict[str, TensorProxy] = {}
+    grads = _Grads(bw)
     grad_inputs, grad_of = [], []
     seen = set()
     for p in trace.output_proxies():
@@ -197,7 +286,7 @@ def split(trace: Trace) -> Program | None:
         return None
     with bw.active():
         _backprop(bw, fwd_bsyms, needs_all, grads)
-    bw.output = tuple(grads.get(p.name) if p.name in needs else None for p in trace.tensor_inputs())
+        bw.output = tuple(grads.get(p.name) if p.name in needs else None for p in trace.tensor_inputs())
     # a rule computes the gradients of all its differentiable arguments; those of values that
     # need none (a buffer, a constant table) are dropped here, and with them what they would save
     bw.bound_symbols = dce_trace(bw).bound_symbols
