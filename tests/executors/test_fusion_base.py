@@ -2,6 +2,7 @@
 to describe it; compiling changes nothing process-wide."""
 import os
 
+import pytest
 import torch
 
 import thunderlab
@@ -162,3 +163,36 @@ def test_run_options_are_one_value_handed_to_every_region():
         opts.timing = False
     with pytest.raises(TypeError, match=r"options must be a RunOptions \(tiered, timing, .*\), not dict"):
         bind(final, options={"tiered": False})
+
+
+def test_a_kernel_called_with_other_strides_runs_torch_until_the_worker_compiled_it_for_them():
+    """A worker-compiled region checks its inputs' strides (a backward region's saved values come in other strides
+    once the forward's own kernel runs): such a call runs torch, the worker compiles the region again for those
+    strides in the background, and later calls in them run that kernel. Every call equals eager."""
+    import time
+
+    def f(x, y):
+        return (x.sin() * 2 + y).exp()
+
+    j = thunderlab.jit(f, pipeline="claim{executors=inductor+torch},fuse,del", race=False)
+    x, y = torch.randn(6, 6), torch.randn(6, 6)
+    torch.testing.assert_close(j(x, y), f(x, y))
+    rec = thunderlab.last_record(j)
+    assert thunderlab.session(rec).wait(300)
+    (r,) = thunderlab.session(rec).regions.values()
+    if r.compiled_in != "worker process":
+        pytest.skip(f"the region was compiled here: {r.compiled_here_because}")
+    kernel = r.fn
+    xt, yt = torch.randn(6, 6).t(), torch.randn(6, 6).t()  # the same shapes, transposed strides
+    torch.testing.assert_close(kernel(xt, yt)[0], f(xt, yt))
+    assert kernel.fallbacks == 1 and len(kernel.layouts) == 1
+    deadline = time.time() + 300
+    while kernel.compiling() and time.time() < deadline:
+        time.sleep(0.05)
+    (other,) = kernel.layouts.values()
+    assert callable(other), "the worker compiled the region for the transposed strides"
+    for _ in range(3):
+        xt, yt = torch.randn(6, 6).t(), torch.randn(6, 6).t()
+        torch.testing.assert_close(kernel(xt, yt)[0], f(xt, yt))
+    assert kernel.fallbacks == 1  # no call ran torch once the kernel for these strides was there
+    torch.testing.assert_close(kernel(x, y)[0], f(x, y))  # the first strides still run the first kernel

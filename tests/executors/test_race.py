@@ -368,3 +368,33 @@ def test_a_version_is_judged_by_its_fastest_call_so_delays_on_some_calls_do_not_
         slow.add("inductor", 2e-3)
         slow.add("torch", 1e-3)
     assert slow.decide() == "torch" and slow.why.endswith("back to torch")
+
+
+def test_calls_that_ran_torch_while_the_kernel_compiles_for_their_strides_are_not_timed(fake):
+    """A worker-compiled kernel called with strides it was not compiled for runs torch while the worker compiles it
+    for them (``fallbacks``, ``compiling()``): those calls timed no kernel, so the race leaves them out."""
+    j, rec, live = _compiled()
+    clock = Clock()
+    left = {"n": 3}  # the kernel's first three race calls run torch while it compiles
+
+    def kernel(inner):
+        def run(*args):
+            if left["n"]:
+                left["n"] -= 1
+                run.fallbacks += 1
+                clock.now += 0.009
+            else:
+                clock.now += 0.001
+            return inner(*args)
+
+        run.fallbacks = 0
+        run.compiling = lambda: left["n"] > 0
+        return run
+
+    (r,) = [r for r in live.regions.values()][:1]
+    r.clock = clock
+    r.versions = {v: kernel(fn) if v == "inductor" else clock.costing(fn, 0.002) for v, fn in r.versions.items()}
+    _calls(j, 3 * (RACE_CALLS + 1) + 3 * 3)
+    race = r.race.summary()
+    assert race["state"] == "done" and race["winner"] == "inductor", race
+    assert race["times"]["inductor"]["samples_s"] == pytest.approx([0.001] * RACE_CALLS), race["times"]["inductor"]

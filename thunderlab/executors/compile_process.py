@@ -61,11 +61,26 @@ class Declined(Exception):
     """The region is compiled in this process instead; the message says why."""
 
 
+def input_specs(args: tuple) -> list:
+    """What the worker is told of each input (shape, strides, offset, dtype); ``Declined`` for one it cannot take."""
+    inputs = []
+    for a in args:
+        if not isinstance(a, torch.Tensor) or a.device.type != "cpu" or a.is_sparse or a.layout != torch.strided:
+            raise Declined("only dense CPU tensor inputs are compiled in the worker process")
+        inputs.append([list(a.shape), list(a.stride()), a.storage_offset(), str(a.dtype).removeprefix("torch.")])
+    return inputs
+
+
 def request(region: Trace, args: tuple) -> dict:
     """Send ``region`` to the worker; its answer: the module Inductor wrote (key, path) and how to call it.
 
     Raises ``Declined`` when the region must be compiled here (a reason it gives, or the worker is unavailable).
     """
+    return request_specs(region, input_specs(args))
+
+
+def request_specs(region: Trace, inputs: list) -> dict:
+    """``request`` for inputs described by ``input_specs`` (a compile that need not hold the tensors)."""
     from thunderlab.ops.mapping import torch_attribute
 
     p = Printer()
@@ -80,11 +95,6 @@ def request(region: Trace, args: tuple) -> dict:
         if _resolve(b.sym.qualname) is not b.sym:  # a symbol registered at run time: the worker lacks it
             raise Declined(f"{b.sym.qualname} is not importable from thunderlab.ops")
         symbols.setdefault(mod, []).append(attr)
-    inputs = []
-    for a in args:
-        if not isinstance(a, torch.Tensor) or a.device.type != "cpu" or a.is_sparse or a.layout != torch.strided:
-            raise Declined("only dense CPU tensor inputs are compiled in the worker process")
-        inputs.append([list(a.shape), list(a.stride()), a.storage_offset(), str(a.dtype).removeprefix("torch.")])
     msg = {"name": region.name, "source": src, "symbols": {k: sorted(set(v)) for k, v in symbols.items()},
            "inputs": inputs, "threads": torch.get_num_threads()}
     answer = _send(msg)

@@ -180,20 +180,61 @@ def _noted(fn, reason: str):
     return run
 
 
+MAX_LAYOUTS = 4  # input strides a region is compiled for besides its first call's
+PENDING = object()  # a layout whose compile is under way
+
+
+def _layout(args) -> tuple:
+    return tuple((tuple(a.stride()), a.storage_offset()) if isinstance(a, torch.Tensor) else None for a in args)
+
+
 def _loaded(region: Trace, call):
-    """The worker's module for ``region``; a call with sizes or strides it was not compiled for runs with torch."""
+    """The worker's module for ``region``. Inductor's module checks its inputs' sizes and strides; a call whose
+    strides it was not compiled for runs with torch, and the worker compiles the region again for those strides,
+    in the background: a backward region compiled while the forward ran on the torch executor gets its saved
+    values in other strides once the forward's own kernel runs, and would otherwise run torch on every call.
+    ``run.layouts`` holds the modules by strides (``PENDING`` while its compile is under way, None when it
+    failed); ``run.fallbacks`` counts the calls torch ran, and ``run.compiling()`` says whether a compile is under
+    way (the executor race leaves out a call that ran torch meanwhile: it timed no kernel)."""
     eager = None
+
+    def compile_for(layout, specs) -> None:
+        try:
+            run.layouts[layout] = compile_process.load(compile_process.request_specs(region, specs))[0]
+        except Exception:  # noqa: BLE001 - declined or failed: calls in these strides keep running torch
+            run.layouts[layout] = None
 
     def run(*args):
         nonlocal eager
         try:
             return call(*args)
         except AssertionError:  # Inductor's module checks sizes and strides itself
-            if eager is None:
-                eager = bind(region)
-            return eager(*args)
+            pass
+        layout = _layout(args)
+        other = run.layouts.get(layout, False)
+        if callable(other):
+            try:
+                return other(*args)
+            except AssertionError:
+                pass
+        elif other is False and len(run.layouts) < MAX_LAYOUTS:
+            run.layouts[layout] = PENDING
+            try:
+                specs = compile_process.input_specs(args)
+            except compile_process.Declined:
+                run.layouts[layout] = None
+            else:
+                threading.Thread(target=compile_for, args=(layout, specs), daemon=True,
+                                 name=f"thunderlab-layout-{region.name}").start()
+        if eager is None:
+            eager = bind(region)
+        run.fallbacks += 1
+        return eager(*args)
 
     run.compiled_in = "worker process"
+    run.layouts = {}
+    run.fallbacks = 0
+    run.compiling = lambda: any(v is PENDING for v in list(run.layouts.values()))
     return run
 
 

@@ -313,10 +313,13 @@ class RegionRunner:
                 if counts:
                     self._pending_events.append((version, start, end))
             else:
+                fell = getattr(fn, "fallbacks", None)
+                busy = fell is not None and fn.compiling()
                 t0 = self.clock()
                 out = fn(*args)
                 seconds = self.clock() - t0
-                if counts:
+                # a kernel that ran torch while it compiles for these inputs' strides timed no kernel: not counted
+                if counts and not (fell is not None and fn.fallbacks != fell and (busy or fn.compiling())):
                     race.add(version, seconds)
         if not self._cuda and self.timing:
             self.times.setdefault(version, deque(maxlen=10000)).append(seconds)
