@@ -269,26 +269,23 @@ def _advanced(a, key):
     return index(a, key)
 
 
-@torchsymbol(operator.getitem, methods=("__getitem__",), impl=operator.getitem, tags=VIEW)
-def getitem(a, key):
-    if not isinstance(key, tuple):
-        key = (key,)
-    if any(is_tensor(k) or isinstance(k, (list, bool)) for k in key):
-        return _advanced(a, key)
+def basic_index(key: tuple, shape) -> tuple[tuple, list[int], list[int], list[int]]:
+    """A key of ints, slices, None and ``...`` on a tensor of ``shape``: the key with ``...`` and the trailing
+    dimensions written out as full slices, and per dimension the start, end and step it takes."""
     n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if n_real > a.ndim:
-        raise TraceError(f"getitem: too many indices ({n_real}) for a tensor with {a.ndim} dimensions")
+    if n_real > len(shape):
+        raise TraceError(f"getitem: too many indices ({n_real}) for a tensor with {len(shape)} dimensions")
     if Ellipsis in key:
         i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (a.ndim - n_real) + key[i + 1:]
+        key = key[:i] + (slice(None),) * (len(shape) - n_real) + key[i + 1:]
     else:
-        key = key + (slice(None),) * (a.ndim - n_real)
+        key = key + (slice(None),) * (len(shape) - n_real)
     starts, ends, steps = [], [], []
     dim = 0
     for k in key:
         if k is None:
             continue
-        n = a.shape[dim]
+        n = shape[dim]
         if isinstance(k, int):
             i = k + n if k < 0 else k
             if not 0 <= i < n:
@@ -303,6 +300,16 @@ def getitem(a, key):
         else:
             raise TraceError(f"getitem: unsupported index {k!r}; valid: int, slice, None, ..., tensor")
         dim += 1
+    return key, starts, ends, steps
+
+
+@torchsymbol(operator.getitem, methods=("__getitem__",), impl=operator.getitem, tags=VIEW)
+def getitem(a, key):
+    if not isinstance(key, tuple):
+        key = (key,)
+    if any(is_tensor(k) or isinstance(k, (list, bool)) for k in key):
+        return _advanced(a, key)
+    key, starts, ends, steps = basic_index(key, a.shape)
     out = prims.slice(a, tuple(starts), tuple(ends), tuple(steps))
     # final shape: drop integer-indexed dims, insert None dims
     shape, dim = [], 0

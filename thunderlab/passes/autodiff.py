@@ -7,9 +7,10 @@ from thunderlab.core.notes import Notes, byte_text
 from thunderlab.core.program import Program, Training
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import BoundSymbol, proxies_in, tree_flatten
-from thunderlab.core.trace import Trace
+from thunderlab.core.trace import Trace, TraceError
 from thunderlab.ops import prims
 from thunderlab.ops.rules import RESIDUALS, VJP, draws
+from thunderlab.ops.views import basic_index
 from thunderlab.ops.vjp import eager_rule, keeping_state_variant, needs_state_to_differentiate
 
 from .base import Pass, register_pass
@@ -99,23 +100,14 @@ def _one_dim_slice(key, shape) -> tuple[int, int, int] | None:
     """``(dim, start, stop)`` when indexing a tensor of ``shape`` with ``key`` takes a contiguous part of one
     dimension and the whole of every other (``x[..., 2:5]``, ``x[:, :8]``); None for any other key."""
     key = key if isinstance(key, tuple) else (key,)
-    if sum(k is Ellipsis for k in key) > 1 or not all(isinstance(k, slice) or k is Ellipsis for k in key):
+    if not all(isinstance(k, slice) or k is Ellipsis for k in key):
         return None
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1:]
-    if len(key) > len(shape):
+    try:
+        _, starts, ends, steps = basic_index(key, shape)
+    except (TraceError, TypeError):  # a key the forward's getitem took otherwise (symbolic bounds)
         return None
-    cut = []
-    for dim, k in enumerate(key):
-        if not all(isinstance(v, int) or v is None for v in (k.start, k.stop, k.step)):
-            return None
-        start, stop, step = k.indices(shape[dim])
-        if step != 1:
-            return None
-        if (start, stop) != (0, shape[dim]):
-            cut.append((dim, start, max(start, stop)))
-    return cut[0] if len(cut) == 1 else None
+    cut = [(d, b, e) for d, (b, e) in enumerate(zip(starts, ends)) if (b, e) != (0, shape[d])]
+    return cut[0] if len(cut) == 1 and all(st == 1 for st in steps) else None
 
 
 class _Grads(dict):
