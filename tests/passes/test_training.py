@@ -195,6 +195,37 @@ def test_layer_norm_and_attention_keep_their_statistics_for_backward():
     assert all(captured[b.id] == "ltorch.layer_norm" for b in norms)
 
 
+class _SeparateProjections(torch.nn.Module):
+    """Attention as wav2vec2 and BERT write it: q, k and v from their own linears, no causal mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(32, 32) for _ in range(4))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        heads = lambda y: y.view(b, t, 4, 8).transpose(1, 2)  # noqa: E731
+        y = torch.nn.functional.scaled_dot_product_attention(heads(self.q(x)), heads(self.k(x)), heads(self.v(x)))
+        return self.o(y.transpose(1, 2).reshape(b, t, c))
+
+
+def test_attention_runs_once_per_training_step():
+    """Backward reads the attention kernel's saved output and log-sum-exp: remat never runs the kernel
+    again in backward, even where it recomputes every cheap op (as it does before a fusion executor)
+    and the min-cut would save memory by it; eager autograd runs it once too."""
+    model = _SeparateProjections()
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 16, 32)
+    j = thunderlab.jit(model, pipeline="dce,cse,autodiff,remat{recompute=all},claim,del")
+    j(x).pow(2).mean().backward()
+    ref(x).pow(2).mean().backward()
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=n)
+    step = next(s for s in thunderlab.last_record(j).steps if s.spec.startswith("remat"))
+    bw = [b.sym.qualname for b in step.program.traces["backward"].bound_symbols]
+    assert "ltorch.sdpa_cpu_backward" in bw and "ltorch.sdpa_cpu" not in bw
+
+
 def test_backward_frees_each_saved_tensor_after_its_last_use():
     """As eager autograd frees a node's saved tensors once it has run, the backward program drops
     each saved tensor at its ``del``: the autograd context keeps none of them while it runs."""

@@ -102,7 +102,9 @@ def _sdpa_cpu_backward_meta(g, q, k, v, out, lse, is_causal, attn_mask, scale):
     return tuple(new_proxy(t.shape, t.dtype, t.device, [g, t]) for t in (q, k, v))
 
 
-sdpa_cpu = backward_symbol("sdpa_cpu", _sdpa_cpu)
+# the attention kernel is the costliest call of its layer: backward reads its saved output and
+# log-sum-exp, never a second run of it (remat would otherwise trade them for q, k and v)
+sdpa_cpu = backward_symbol("sdpa_cpu", _sdpa_cpu, tags={Tag.DONT_RECOMPUTE})
 sdpa_cpu_backward = backward_symbol("sdpa_cpu_backward", _sdpa_cpu_backward, _sdpa_cpu_backward_meta)
 
 
