@@ -10,7 +10,7 @@ from thunderlab.core.fastpaths import set_fast_paths
 from thunderlab.core.trace import Trace
 from thunderlab.executors import compile_process, default_order
 from thunderlab.frontend.dispatch import MISS, UNCHECKED, DirectCalls
-from thunderlab.frontend.dynamo import Backend, BackendLink
+from thunderlab.frontend.dynamo import ISOLATED, Backend, BackendLink
 from thunderlab.inspect.document import SUFFIX, RecordFileError
 from thunderlab.inspect.document import load as _load
 from thunderlab.inspect.document import save as _save
@@ -36,7 +36,7 @@ class JitFunction:
         name = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn")
         self.backend = Backend(options, name=name)
         link = BackendLink(self.backend)  # Dynamo keeps what it is given: the graphs go when this object goes
-        self._compiled = torch.compile(fn, backend=link)
+        self._compiled = torch.compile(fn, backend=link, **ISOLATED)
         # calls whose Dynamo guards pass skip Dynamo's frame hook (see thunderlab.frontend.dispatch)
         self.direct = DirectCalls(fn, self._compiled, link) if direct else None
         if not isinstance(fn, torch.nn.Module):

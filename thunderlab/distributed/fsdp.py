@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from thunderlab.frontend.dynamo import Backend, BackendLink
+from thunderlab.frontend.dynamo import ISOLATED, Backend, BackendLink
 from thunderlab.passes import DEFAULT_PIPELINE, Pipeline, PipelineError
 from thunderlab.passes.fsdp import LEVELS, shard_numel
 from thunderlab.passes.layout import untimed
@@ -129,7 +129,7 @@ class FullyShardedDataParallel:
                  f"sink-waits{{in_flight={max(1, prefetch)}}}"]
         self.options = Options(pipeline=with_passes(untimed(pipeline), added, "fsdp"), **options)
         self.backend = _ShardingBackend(self.options, type(module).__name__, shards)
-        self._compiled = torch.compile(module, backend=BackendLink(self.backend))
+        self._compiled = torch.compile(module, backend=BackendLink(self.backend), **ISOLATED)
 
     def __call__(self, *args, **kwargs):
         return self._compiled(*args, **kwargs)

@@ -98,6 +98,22 @@ class BackendLink:
         return backend.graphs if backend is not None else []
 
 
+def _isolated() -> dict:
+    """``torch.compile``'s keyword that gives each call its own cache entries, where this torch has it (2.13).
+
+    Dynamo counts every compile of a code object against one limit (eight) across all ``torch.compile``
+    calls: code that every model shares (a library's forward decorator, its loss function) would, after
+    eight models jitted in one process, run the ninth eagerly, and look up shared frames in every other
+    function's entries, a dropped function's among them. Isolated, each jit function compiles its own.
+    """
+    import inspect
+
+    return {"isolate_recompiles": True} if "isolate_recompiles" in inspect.signature(torch.compile).parameters else {}
+
+
+ISOLATED = _isolated()
+
+
 def _runs_as_captured(gm: torch.fx.GraphModule) -> str | None:
     """Why ``gm`` cannot be lowered to a trace and must run as captured, or None.
 
