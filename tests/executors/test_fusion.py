@@ -197,6 +197,37 @@ def test_inductor_regions_equal_eager_on_real_models(name):
     assert all(thunderlab.session(rec).regions[n].source for n in t)
 
 
+def test_pytorch_functions_without_rules_are_differentiated_inside_the_backward_region():
+    """PyTorch functions thunderlab differentiates through PyTorch (bilinear upsampling, cummax, i0, xlogy
+    given one tensor twice, reflection padding, einsum, weighted cross-entropy, digamma, max_pool1d) are
+    differentiated by PyTorch's own formulas inside the fused backward region, not by running autograd
+    between regions; gradients equal eager autograd's."""
+    F = torch.nn.functional
+
+    def f(x, table, weight, labels):
+        t = F.interpolate(table * 2, size=(6, 6), mode="bilinear")
+        c = torch.cummax(x, 1).values  # its indices are an output too, which has no gradient
+        d = torch.special.i0(x) + torch.special.xlogy(x.abs(), x.abs())
+        e = F.pad(x, (1, 2, 2, 1), mode="reflect").sum() + torch.einsum("bchw,bcwk->bchk", x, x).sum()
+        loss = F.cross_entropy(x.flatten(2).mean(-1), labels, weight=weight, label_smoothing=0.1)
+        g = torch.digamma(x.abs() + 1).sum() + F.max_pool1d(x.flatten(2), 3).sum()
+        return (c * t).sum() + d.sum() + e + loss + g
+
+    x, table = torch.randn(2, 4, 6, 6, requires_grad=True), torch.randn(1, 4, 3, 3, requires_grad=True)
+    weight, labels = torch.rand(4), torch.tensor([1, 3])  # PyTorch differentiates no class weight
+    x_ref, table_ref = (v.detach().clone().requires_grad_() for v in (x, table))
+    j = thunderlab.jit(f, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del", tiered=False)
+    j(x, table, weight, labels).backward()
+    f(x_ref, table_ref, weight, labels).backward()
+    torch.testing.assert_close(x.grad, x_ref.grad)
+    torch.testing.assert_close(table.grad, table_ref.grad)
+    backward = thunderlab.last_record(j).program.traces["backward"].bound_symbols
+    regions = [b for b in backward if b.sym.name.startswith("inductor")]
+    assert len(regions) == 1 and len(backward) == 2, [b.sym.qualname for b in backward]  # the region and a del
+    inside = {b.args[0] for b in regions[0].subsymbols if b.sym.name == "eager_vjp"}
+    assert {"torch.nn.functional.interpolate", "torch.cummax", "ltorch.pad", "prims.digamma"} <= inside
+
+
 def test_inductor_training_with_autodiff():
     from thunderlab.examples import EXAMPLES
 

@@ -21,7 +21,7 @@ from .fusion import FusionExecutor, torch_region
 
 # the torch-level or prim calls inductor is not handed
 _DECLINE = {
-    "eager_vjp": "runs PyTorch autograd itself",
+    "eager_vjp": "differentiates Python code that is not PyTorch's own (PyTorch's functions go in, through torch.func.vjp)",
     "eager_vjp_on_copies": "runs PyTorch autograd itself",
     "eager_vjp_replaying": "runs PyTorch autograd itself, from a saved generator state",
     "apply_grad_hook": "calls the user's gradient hook, Python code",
@@ -53,6 +53,8 @@ class InductorExecutor(FusionExecutor):
 
     def can_execute(self, bsym: BoundSymbol) -> tuple[bool, str]:
         s = bsym.sym
+        if s.name == "eager_vjp" and _traceable_vjp(bsym):
+            return True, ""  # TorchDynamo captures it as torch.func.vjp (see ops.vjp._vjp_traced)
         if s.name in _DECLINE:
             return False, f"{s.qualname} {_DECLINE[s.name]}"
         if s.kind is Kind.OPAQUE and Tag.TORCH_TRACEABLE not in s.tags:
@@ -90,6 +92,32 @@ class InductorExecutor(FusionExecutor):
     def describe(self, bsym: BoundSymbol) -> str:
         """The region as the torch program Inductor is handed (its kernels exist once it has run)."""
         return torch_region(bsym).python(source=False, imports=False)
+
+
+def _traceable_vjp(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym`` (``ltorch.eager_vjp``) differentiates a call of one of PyTorch's own functions, which
+    TorchDynamo traces through ``torch.func.vjp`` (a user's Python function may do what Dynamo cannot)."""
+    from thunderlab.ops.declare import OPAQUE
+
+    from thunderlab.ops.declare import LTORCH
+
+    qualname = bsym.args[0] if bsym.args else None
+    if not isinstance(qualname, str):
+        return False
+    module, _, name = qualname.partition(".")
+    if module == "torch":  # an opaque call: traceable when it is one of torch's own functions
+        sym = next((s for s in OPAQUE.values() if s.qualname == qualname), None)
+        if sym is None or Tag.TORCH_TRACEABLE not in sym.tags:
+            return False
+    elif module in ("ltorch", "prims"):  # a torch-level symbol or a primitive: each runs its torch function
+        from thunderlab.ops import prims
+
+        sym = LTORCH.get(name) if module == "ltorch" else getattr(prims, name, None)
+        if not isinstance(sym, Symbol):
+            return False
+    else:
+        return False
+    return not sym.tags & {Tag.RANDOM, Tag.SIDE_EFFECT}
 
 
 def writes(bsym: BoundSymbol) -> bool:

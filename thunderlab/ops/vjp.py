@@ -572,6 +572,8 @@ def _eager_vjp_impl(qualname, args, kwargs, grads, wrt=None, *, on_copies=False)
     copies, for a call that writes into an argument (instance norm's running statistics), which it did
     in forward and must not do again here."""
     fn = _resolve(qualname)
+    if not on_copies and torch.compiler.is_compiling():
+        return _vjp_traced(fn, args, kwargs, grads, wrt)
     floats = _float_tensors(args, kwargs)
     wanted = {id(v) for v, w in zip(floats, wrt if wrt is not None else [True] * len(floats)) if w}
     leaves, copies = {}, {}
@@ -607,6 +609,46 @@ def _eager_vjp_impl(qualname, args, kwargs, grads, wrt=None, *, on_copies=False)
         r = by_leaf.pop(id(v), None)
         out.append(torch.zeros_like(v) if r is None else r)
     return tuple(out)
+
+
+def _vjp_traced(fn, args, kwargs, grads, wrt):
+    """``_eager_vjp_impl`` as TorchDynamo traces it into a fusion region's graph (the inductor executor):
+    ``torch.func.vjp``, which Dynamo captures whole, where ``torch.autograd.grad`` would break the graph.
+    AOTAutograd then lowers PyTorch's own derivative of the call to aten ops that Inductor fuses with the
+    rest of the backward; what the derivative does not read of the forward is dropped."""
+    import torch.utils._pytree as pytree
+
+    leaves, spec = pytree.tree_flatten((args, kwargs))
+    floats = [i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)
+              and (v.dtype.is_floating_point or v.dtype.is_complex)]
+    wrt = wrt if wrt is not None else [True] * len(floats)
+    # one primal per tensor, however often the call takes it (its gradient is given once, as eager's)
+    first: dict[int, int] = {}  # leaf position -> position of the primal it is
+    primals: list[int] = []
+    for i, w in zip(floats, wrt):
+        if not w:
+            continue
+        same = next((j for j in primals if leaves[j] is leaves[i]), None)
+        if same is None:
+            primals.append(i)
+            same = i
+        first[i] = same
+
+    # the tensors not differentiated enter as constants (nll_loss refuses a weight that requires grad)
+    now_leaves = [v.detach() if isinstance(v, torch.Tensor) else v for v in leaves]
+
+    def call(*values):
+        now = list(now_leaves)
+        for i, j in first.items():
+            now[i] = values[primals.index(j)]
+        a, k = pytree.tree_unflatten(now, spec)
+        return tuple(o for o in pytree.tree_leaves(fn(*a, **k)) if isinstance(o, torch.Tensor))
+
+    outs, pullback = torch.func.vjp(call, *(leaves[i] for i in primals))
+    cotangents = tuple(g if g is not None else torch.zeros_like(o)
+                       for o, g in zip(outs, tuple(grads) + (None,) * (len(outs) - len(grads))))
+    got = pullback(cotangents)
+    return tuple(got[primals.index(i)] if first.get(i) == i else torch.zeros_like(leaves[i]) for i in floats)
 
 
 def _eager_vjp_meta(qualname, args, kwargs, grads, wrt=None):
