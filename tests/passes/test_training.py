@@ -226,6 +226,30 @@ def test_attention_runs_once_per_training_step():
     assert "ltorch.sdpa_cpu_backward" in bw and "ltorch.sdpa_cpu" not in bw
 
 
+def test_a_router_chooses_its_experts_once_per_training_step():
+    """A mixture-of-experts router's top-k and the sort that groups tokens by expert run in forward only:
+    backward reads their saved results, as eager autograd does, even where remat recomputes every cheap op."""
+    router, experts = torch.nn.Linear(16, 4), torch.nn.Parameter(torch.randn(4, 16, 16) * 0.1)
+
+    def moe(x):
+        weights, chosen = torch.topk(router(x).softmax(-1), 2, dim=-1)
+        order = torch.sort(chosen.flatten(), stable=True).indices
+        picked = experts[chosen.flatten()[order]]  # (tokens * 2, 16, 16)
+        tokens = x.repeat_interleave(2, 0)[order]
+        out = torch.bmm(tokens.unsqueeze(1), picked).squeeze(1)
+        return (out * weights.flatten()[order].unsqueeze(-1)).pow(2).mean()
+
+    x = torch.randn(6, 16)
+    j = thunderlab.jit(moe, pipeline="dce,cse,autodiff,remat{recompute=all},claim,del")
+    got = torch.autograd.grad(j(x), [router.weight, experts])
+    want = torch.autograd.grad(moe(x), [router.weight, experts])
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    step = next(s for s in thunderlab.last_record(j).steps if s.spec.startswith("remat"))
+    recomputed = {b.sym.qualname for b in step.program.traces["backward"].bound_symbols if b.origin == "remat"}
+    assert recomputed and not recomputed & {"prims.topk", "ltorch.sort"}, recomputed
+
+
 def test_backward_frees_each_saved_tensor_after_its_last_use():
     """As eager autograd frees a node's saved tensors once it has run, the backward program drops
     each saved tensor at its ``del``: the autograd context keeps none of them while it runs."""

@@ -95,28 +95,29 @@ class InductorExecutor(FusionExecutor):
 
 
 def _traceable_vjp(bsym: BoundSymbol) -> bool:
-    """Whether ``bsym`` (``ltorch.eager_vjp``) differentiates a call of one of PyTorch's own functions, which
-    TorchDynamo traces through ``torch.func.vjp`` (a user's Python function may do what Dynamo cannot)."""
-    from thunderlab.ops.declare import OPAQUE
-
-    from thunderlab.ops.declare import LTORCH
+    """Whether ``bsym`` (``ltorch.eager_vjp``) differentiates a call of one of PyTorch's own functions or
+    operators, which TorchDynamo traces through ``torch.func.vjp`` (a user's Python function may do what
+    Dynamo cannot). A custom operator's registered derivative (``ltorch.custom_op_vjp``) stays outside:
+    torch.func refuses an operator whose autograd has no functorch-ready ``setup_context``."""
+    from thunderlab.ops import prims
+    from thunderlab.ops.declare import LTORCH, OPAQUE
 
     qualname = bsym.args[0] if bsym.args else None
     if not isinstance(qualname, str):
         return False
     module, _, name = qualname.partition(".")
-    if module == "torch":  # an opaque call: traceable when it is one of torch's own functions
+    if module not in ("ltorch", "prims"):  # an opaque call: traceable when it is a torch function or operator
         sym = next((s for s in OPAQUE.values() if s.qualname == qualname), None)
         if sym is None or Tag.TORCH_TRACEABLE not in sym.tags:
             return False
-    elif module in ("ltorch", "prims"):  # a torch-level symbol or a primitive: each runs its torch function
-        from thunderlab.ops import prims
-
+        op = sym.impl
+        if isinstance(op, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) and \
+                op._qualified_op_name.partition("::")[0] != "aten":
+            return False  # a library's operator: its autograd may not be one torch.func runs
+    else:  # a torch-level symbol or a primitive: each runs its torch function
         sym = LTORCH.get(name) if module == "ltorch" else getattr(prims, name, None)
         if not isinstance(sym, Symbol):
             return False
-    else:
-        return False
     return not sym.tags & {Tag.RANDOM, Tag.SIDE_EFFECT}
 
 

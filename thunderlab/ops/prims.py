@@ -500,7 +500,10 @@ def _topk_meta(a, k, dim, largest, sorted):
     return new_proxy(shape, a.dtype, a.device, [a]), new_proxy(shape, torch.int64, a.device)
 
 
-prim("topk", lambda a, k, dim, largest, sorted: tuple(torch.topk(a, k, dim, largest, sorted)), _topk_meta)
+# a selection is real work, as sorting is: backward reads its saved values and indices (a router's choice of
+# experts) rather than choosing again
+prim("topk", lambda a, k, dim, largest, sorted: tuple(torch.topk(a, k, dim, largest, sorted)), _topk_meta,
+     tags={Tag.DONT_RECOMPUTE})
 
 
 # -- linear algebra and convolution -------------------------------------------------------

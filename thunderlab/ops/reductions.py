@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from thunderlab.core.symbols import Tag
 from thunderlab.core.trace import TraceError
 
 from . import prims
@@ -209,8 +210,9 @@ def topk(a, k, dim=-1, largest=True, sorted=True):
 def _sort_params(a, dim=-1, descending=False, *, stable=False): ...
 
 
-sort = opaque_symbol("sort", torch.sort, methods=("sort",), signature=_sort_params)
-argsort = opaque_symbol("argsort", torch.argsort, methods=("argsort",), signature=_sort_params)
+sort = opaque_symbol("sort", torch.sort, methods=("sort",), signature=_sort_params, tags={Tag.DONT_RECOMPUTE})
+argsort = opaque_symbol("argsort", torch.argsort, methods=("argsort",), signature=_sort_params,
+                        tags={Tag.DONT_RECOMPUTE})
 
 
 @derivative(sort)
