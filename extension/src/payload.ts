@@ -68,7 +68,11 @@ export interface Region {
   timings: Record<string, { count: number; median_s: number; min_s: number }>; code: string | null;
   /** absent when compiled with race=False, and in payloads written before regions were raced */
   race?: Race;
+  /** a worker's kernel compiled again for input strides its first compile did not take; absent for other kernels */
+  layouts?: Layouts;
 }
+/** The layouts a region's kernel was compiled for besides its first call's, one compiling now, and the calls torch ran meanwhile. */
+export interface Layouts { compiled: number; compiling: boolean; fallback_calls: number }
 /** One collective's exchanges as timed with timing=True: in flight (issue to its wait returning) and blocked in the wait. */
 export interface Exchange { count: number; median_s: number; min_s: number; total_s: number; blocked_median_s: number; blocked_total_s: number }
 export type Communication = Record<string, Exchange>;

@@ -3,15 +3,26 @@
 // payload's regions[name].race, shaped for the step page's Timings pane, the HTML report and the sidebar's
 // timings panel. Pure but for `raceView`, which draws with inline styles so every host shows it alike.
 import { h } from "./dom";
-import type { Race } from "./payload";
+import type { Layouts, Race } from "./payload";
 
 export type { Race } from "./payload";
 
 export interface RaceLane { version: string; median_ms: number | null; min_ms: number | null; count: number; winner: boolean; frac: number }
-export interface RaceRow { region: string; state: Race["state"]; winner: string | null; why: string; lanes: RaceLane[] }
+export interface RaceRow { region: string; state: Race["state"]; winner: string | null; why: string; lanes: RaceLane[]; layouts: string }
+
+/** A kernel compiled again for other input strides, in words ("" when it never was):
+ *  "kernel compiled again for 1 more input layout; 3 calls ran torch meanwhile". */
+export function layoutsLine(l: Layouts | null | undefined): string {
+  if (!l || (!l.compiled && !l.compiling && !l.fallback_calls)) return "";
+  const parts: string[] = [];
+  if (l.compiled) parts.push(`kernel compiled again for ${l.compiled} more input layout${l.compiled === 1 ? "" : "s"}`);
+  if (l.compiling) parts.push("one more compiling now");
+  if (l.fallback_calls) parts.push(`${l.fallback_calls} call${l.fallback_calls === 1 ? "" : "s"} ran torch meanwhile (left out of the race)`);
+  return parts.join("; ");
+}
 
 /** One row per region that has a race, in region order; each version a lane, fastest first, its bar a fraction of the slowest. */
-export function raceRows(regions: Record<string, { race?: Race | null }>): RaceRow[] {
+export function raceRows(regions: Record<string, { race?: Race | null; layouts?: Layouts | null }>): RaceRow[] {
   const rows: RaceRow[] = [];
   for (const [region, r] of Object.entries(regions)) {
     const race = r.race;
@@ -25,7 +36,7 @@ export function raceRows(regions: Record<string, { race?: Race | null }>): RaceR
     const max = Math.max(1e-12, ...lanes.map((l) => l.min_ms ?? 0));
     for (const l of lanes) l.frac = l.min_ms === null ? 0 : l.min_ms / max;
     lanes.sort((a, b) => (a.min_ms ?? Infinity) - (b.min_ms ?? Infinity));
-    rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes });
+    rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes, layouts: layoutsLine(r.layouts) });
   }
   return rows;
 }
@@ -48,7 +59,7 @@ export function raceSummary(rows: RaceRow[]): string {
 const WIN = "var(--jp-success-color1, #4caf50)", LOSE = "var(--jp-layout-color3, #bdbdbd)";
 
 /** The races as one block per region: the verdict in words, then a bar per version (the winner's marked); null when none raced. */
-export function raceView(regions: Record<string, { race?: Race | null }>): HTMLElement | null {
+export function raceView(regions: Record<string, { race?: Race | null; layouts?: Layouts | null }>): HTMLElement | null {
   const rows = raceRows(regions);
   if (!rows.length) return null;
   const box = h("div", { class: "tl-race" }, h("div", { class: "tl-muted tl-race-summary" },
@@ -56,6 +67,7 @@ export function raceView(regions: Record<string, { race?: Race | null }>): HTMLE
   for (const r of rows) {
     const block = h("div", { class: `tl-race-region tl-race-${r.state}`, "data-region": r.region, style: "margin:4px 0 6px" },
       h("div", { class: "tl-race-why", style: "font-size:12px" }, h("b", {}, r.region), `: ${r.why}`));
+    if (r.layouts) block.append(h("div", { class: "tl-muted tl-race-layouts", style: "font-size:11px" }, r.layouts));
     for (const l of r.lanes) {
       const label = l.median_ms === null ? `${l.version}: not timed yet`
         : `${l.version}${l.winner ? " ✓" : ""}: ${l.min_ms!.toFixed(3)} ms fastest, ${l.median_ms.toFixed(3)} median (${l.count} calls)`;

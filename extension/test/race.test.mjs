@@ -57,3 +57,21 @@ test("a payload with races follows the schema, one without stays valid, a malfor
   assert.equal(problems.length, 1);
   assert.match(problems[0].path, new RegExp(`regions.*${name}.*race.*state`));
 });
+
+test("a kernel compiled again for other input strides says so under its race; the schema takes the field", async () => {
+  const { layoutsLine } = await import("../build-test/race.mjs");
+  const layouts = { compiled: 1, compiling: true, fallback_calls: 3 };
+  const rows = raceRows({ inductor0: { ...REGIONS.inductor0, layouts }, inductor1: REGIONS.inductor1 });
+  assert.equal(rows[0].layouts, "kernel compiled again for 1 more input layout; one more compiling now; "
+    + "3 calls ran torch meanwhile (left out of the race)");
+  assert.equal(rows[1].layouts, "");  // no field: a kernel compiled here, or never called with other strides
+  assert.equal(layoutsLine({ compiled: 0, compiling: false, fallback_calls: 0 }), "");
+  assert.equal(layoutsLine({ compiled: 2, compiling: false, fallback_calls: 1 }),
+    "kernel compiled again for 2 more input layouts; 1 call ran torch meanwhile (left out of the race)");
+  const name = Object.keys(RECORD.regions)[0];
+  const region = { ...RECORD.regions[name], race: REGIONS.inductor0.race };
+  assert.deepEqual(checkPayload({ ...RECORD, regions: { ...RECORD.regions, [name]: { ...region, layouts } } }), []);
+  const bad = checkPayload({ ...RECORD, regions: { ...RECORD.regions, [name]: { ...region, layouts: { ...layouts, compiled: -1 } } } });
+  assert.equal(bad.length, 1);
+  assert.match(bad[0].path, /layouts.*compiled/);
+});

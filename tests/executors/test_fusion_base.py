@@ -196,3 +196,13 @@ def test_a_kernel_called_with_other_strides_runs_torch_until_the_worker_compiled
         torch.testing.assert_close(kernel(xt, yt)[0], f(xt, yt))
     assert kernel.fallbacks == 1  # no call ran torch once the kernel for these strides was there
     torch.testing.assert_close(kernel(x, y)[0], f(x, y))  # the first strides still run the first kernel
+    # the record says so: its timings, and its payload (which the sidebar, the report and a saved file read)
+    name = next(iter(thunderlab.session(rec).regions))
+    want = {"compiled": 1, "compiling": False, "fallback_calls": 1}
+    assert thunderlab.session(rec).timings()[name]["layouts"] == want
+    assert rec.timings()[name]["layouts"] == want
+    from thunderlab.inspect.serialize import validate
+
+    payload = rec.payload().to_dict()
+    assert payload["regions"][name]["layouts"] == want
+    validate(payload)

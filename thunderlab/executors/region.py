@@ -378,7 +378,22 @@ class RegionRunner:
                 "started": None}
 
     def summary(self) -> dict:
-        return {"name": self.name, "executor": self.executor, "running": self.version,
-                "history": [(round(t, 3), v) for t, v in self.history], "error": self.error,
-                "compile_seconds": self.compile_seconds, "timings": self.stats(),
-                "device": "cuda" if self._cuda else "cpu", "race": self.race_summary()}
+        out = {"name": self.name, "executor": self.executor, "running": self.version,
+               "history": [(round(t, 3), v) for t, v in self.history], "error": self.error,
+               "compile_seconds": self.compile_seconds, "timings": self.stats(),
+               "device": "cuda" if self._cuda else "cpu", "race": self.race_summary()}
+        layouts = self.layouts()
+        if layouts is not None:
+            out["layouts"] = layouts
+        return out
+
+    def layouts(self) -> dict | None:
+        """For a kernel that is compiled again for input strides it was not compiled for (the worker's kernels,
+        see ``executors.inductor``): the other layouts compiled since its first, whether one is compiling now,
+        and the calls torch ran meanwhile; None for other kernels, and while none runs."""
+        fn = self.versions.get(self.executor) if self.fn is not None else None
+        known = getattr(fn, "layouts", None)
+        if not isinstance(known, dict):
+            return None
+        return {"compiled": sum(1 for v in list(known.values()) if callable(v)), "compiling": bool(fn.compiling()),
+                "fallback_calls": int(fn.fallbacks)}

@@ -154,14 +154,16 @@ class CompileRecord:
         return self.document is not None
 
     def timings(self) -> dict:
-        """Per fusion region: which version runs, when it switched, count/median/min per version, and its race
-        (None when compiled with ``race=False``).
+        """Per fusion region: which version runs, when it switched, count/median/min per version, its race
+        (None when compiled with ``race=False``) and, for a kernel compiled again for other input strides, its
+        ``layouts`` (the layouts compiled since its first, whether one is compiling, the calls torch ran meanwhile).
 
         As of the record's snapshot (see ``regions``); ``thunderlab.session(rec).timings()`` reads the running
         regions of a live record.
         """
         return {name: {"executor": r["executor"], "running": r["version"], "error": r["error"],
-                       "history": r["history"], "timings": r["timings"], "race": r.get("race")}
+                       "history": r["history"], "timings": r["timings"], "race": r.get("race"),
+                       "layouts": r.get("layouts")}
                 for name, r in self.regions.items()}
 
     @property

@@ -152,6 +152,8 @@ class RecordPayload:
                          "history": jsonable(r["history"]), "timings": jsonable(r["timings"]), "code": code}
             if r.get("race") is not None:  # compiled with race=False, or before regions were raced: none
                 out[name]["race"] = jsonable(r["race"])
+            if r.get("layouts") is not None:  # a worker's kernel, compiled again for other input strides
+                out[name]["layouts"] = jsonable(r["layouts"])
         return out
 
     def summary(self) -> dict:

@@ -103,6 +103,8 @@ class Session:
                          "device": s["device"], "compile_seconds": s["compile_seconds"]}
             if s.get("race") is not None:
                 out[name]["race"] = s["race"]
+            if s.get("layouts") is not None:
+                out[name]["layouts"] = s["layouts"]
         return out
 
     def refresh(self) -> None:

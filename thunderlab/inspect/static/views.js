@@ -1446,6 +1446,14 @@ after:  ${b}`)
 `;
 
   // src/race.ts
+  function layoutsLine(l) {
+    if (!l || !l.compiled && !l.compiling && !l.fallback_calls) return "";
+    const parts = [];
+    if (l.compiled) parts.push(`kernel compiled again for ${l.compiled} more input layout${l.compiled === 1 ? "" : "s"}`);
+    if (l.compiling) parts.push("one more compiling now");
+    if (l.fallback_calls) parts.push(`${l.fallback_calls} call${l.fallback_calls === 1 ? "" : "s"} ran torch meanwhile (left out of the race)`);
+    return parts.join("; ");
+  }
   function raceRows(regions) {
     const rows = [];
     for (const [region, r] of Object.entries(regions)) {
@@ -1466,7 +1474,7 @@ after:  ${b}`)
       const max = Math.max(1e-12, ...lanes.map((l) => l.min_ms ?? 0));
       for (const l of lanes) l.frac = l.min_ms === null ? 0 : l.min_ms / max;
       lanes.sort((a, b) => (a.min_ms ?? Infinity) - (b.min_ms ?? Infinity));
-      rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes });
+      rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes, layouts: layoutsLine(r.layouts) });
     }
     return rows;
   }
@@ -1499,6 +1507,7 @@ after:  ${b}`)
         { class: `tl-race-region tl-race-${r.state}`, "data-region": r.region, style: "margin:4px 0 6px" },
         h("div", { class: "tl-race-why", style: "font-size:12px" }, h("b", {}, r.region), `: ${r.why}`)
       );
+      if (r.layouts) block.append(h("div", { class: "tl-muted tl-race-layouts", style: "font-size:11px" }, r.layouts));
       for (const l of r.lanes) {
         const label = l.median_ms === null ? `${l.version}: not timed yet` : `${l.version}${l.winner ? " ✓" : ""}: ${l.min_ms.toFixed(3)} ms fastest, ${l.median_ms.toFixed(3)} median (${l.count} calls)`;
         block.append(h(
@@ -1767,12 +1776,23 @@ after:  ${b}`)
             properties: { count: { type: "integer" }, median_s: { type: "number" }, min_s: { type: "number" } }
           } },
           code: { type: ["string", "null"], description: "generated kernel source or the nvFuser definition text" },
-          race: { $ref: "#/$defs/race" }
+          race: { $ref: "#/$defs/race" },
+          layouts: {
+            type: "object",
+            required: ["compiled", "compiling", "fallback_calls"],
+            additionalProperties: false,
+            description: "a kernel compiled in the worker process for its first call's input strides, compiled again for others it was called with (up to four): absent for other kernels",
+            properties: {
+              compiled: { type: "integer", minimum: 0, description: "input layouts compiled besides the first" },
+              compiling: { type: "boolean", description: "whether one is compiling now" },
+              fallback_calls: { type: "integer", minimum: 0, description: "calls torch ran while their layout compiled, or after its compile failed" }
+            }
+          }
         }
       },
       race: {
         type: "object",
-        description: "a region's race: once its kernels compiled, its next calls took turns between torch and each fusion executor's kernel, and the lowest median was kept; absent when compiled with race=False or written before regions were raced",
+        description: "a region's race: once its kernels compiled, its next calls took turns between torch and each fusion executor's kernel, and the version with the fastest call was kept; absent when compiled with race=False or written before regions were raced",
         required: ["state", "versions", "calls", "times", "winner", "why"],
         additionalProperties: false,
         properties: {
@@ -1791,7 +1811,7 @@ after:  ${b}`)
             }
           } },
           winner: { type: ["string", "null"] },
-          why: { type: "string", description: "the verdict in words, e.g. 'inductor 0.41 ms vs torch 0.62 ms, median of 4 calls each: kept inductor'" },
+          why: { type: "string", description: "the verdict in words, e.g. 'inductor 0.41 ms vs torch 0.62 ms, fastest of 4 calls each: kept inductor'" },
           left_out: { type: "object", additionalProperties: { type: "string" }, description: "versions not raced, and why (their compile failed)" },
           started: { type: ["number", "null"], description: "when the race began (seconds since the epoch)" }
         }
