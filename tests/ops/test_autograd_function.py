@@ -160,21 +160,72 @@ def test_a_custom_op_differentiates_by_its_registered_backward_without_running_f
     assert "custom_op_vjp" in backward and "eager_vjp" not in backward, backward
 
 
-def test_inductor_leaves_the_registered_backward_to_torch():
-    """The registered backward is the user's Python code (transformers' calls .tolist()): a fusion region that took
-    it in would fail to compile and run on torch whole; it is left out, and the regions around it compile."""
+INDUCTOR_TRAINING = "dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del"
+
+
+def _custom_op_regions(j):
+    record = thunderlab.last_record(j)
+    backward = record.program.traces["backward"].bound_symbols
+    regions = [b for b in backward if b.subsymbols and b.sym.module == "fusion"]
+    assert regions, record.program.python()
+    assert all(r["error"] is None for r in thunderlab.session(record).timings().values())
+    return backward, regions
+
+
+def test_inductor_fuses_a_registered_backward_it_can_trace():
+    """A registered backward made of PyTorch calls goes into the backward's fusion region (TorchDynamo inlines it,
+    as torch.compile does): the backward is one region, and the gradients are the registered formula's."""
     x, w = _inputs()
     rows = torch.tensor([1, 2, 0, 3])
-    j = thunderlab.jit(_uses_custom_op, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del",
-                       tiered=False)
-    out = j(x, w, rows)
-    got = torch.autograd.grad(out, (x, w))
+    j = thunderlab.jit(_uses_custom_op, pipeline=INDUCTOR_TRAINING, tiered=False)
+    got = torch.autograd.grad(j(x, w, rows), (x, w))
     want = torch.autograd.grad(_uses_custom_op(x, w, rows), (x, w))
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
-    record = thunderlab.last_record(j)
-    regions = [b for t in record.program for b in t.bound_symbols if b.subsymbols and b.sym.module == "fusion"]
-    assert regions, record.program.python()
+    backward, regions = _custom_op_regions(j)
+    assert len(regions) == 1 and "ltorch.custom_op_vjp" in {s.sym.qualname for s in regions[0].subsymbols}
+
+
+@torch.library.custom_op("thunderlab_tests::scale_by_list", mutates_args=())
+def scale_by_list(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    return x * rows.to(x.dtype).unsqueeze(-1)
+
+
+@scale_by_list.register_fake
+def _(x, rows):
+    return torch.empty_like(x)
+
+
+def _setup_list(ctx, inputs, output):
+    ctx.rows = inputs[1]
+
+
+@torch._dynamo.disable
+def _host_scale(rows, dtype):
+    """Work in plain Python that TorchDynamo is told to leave alone (a library's C extension is alike)."""
+    return torch.tensor(rows.tolist(), dtype=dtype)
+
+
+def _backward_list(ctx, g):
+    return g * _host_scale(ctx.rows, g.dtype).unsqueeze(-1), None
+
+
+torch.library.register_autograd("thunderlab_tests::scale_by_list", _backward_list, setup_context=_setup_list)
+
+
+def test_inductor_leaves_a_registered_backward_it_cannot_trace_to_torch():
+    """A registered backward that TorchDynamo cannot trace whole would make its region's compile fail and run on
+    torch whole: it is left out, and the regions around it compile."""
+    def f(x, rows):
+        return scale_by_list(x.tanh(), rows).sin().sum()
+
+    x = torch.randn(4, 3, requires_grad=True)
+    rows = torch.tensor([1, 2, 0, 3])
+    j = thunderlab.jit(f, pipeline=INDUCTOR_TRAINING, tiered=False)
+    (got,) = torch.autograd.grad(j(x, rows), x)
+    (want,) = torch.autograd.grad(f(x, rows), x)
+    torch.testing.assert_close(got, want)
+    backward, regions = _custom_op_regions(j)
     for region in regions:
         assert "ltorch.custom_op_vjp" not in {s.sym.qualname for s in region.subsymbols}, region
-    assert all(r["error"] is None for r in thunderlab.session(record).timings().values())
+    assert "ltorch.custom_op_vjp" in {b.sym.qualname for b in backward}

@@ -94,6 +94,9 @@ def request_specs(region: Trace, inputs: list) -> dict:
             continue
         if _resolve(b.sym.qualname) is not b.sym:  # a symbol registered at run time: the worker lacks it
             raise Declined(f"{b.sym.qualname} is not importable from thunderlab.ops")
+        if b.sym.name in ("eager_vjp", "custom_op_vjp") and b.args and isinstance(b.args[0], str) and \
+                b.args[0].partition(".")[0] not in ("torch", "ltorch", "prims"):  # differentiates such a symbol
+            raise Declined(f"{b.sym.qualname} differentiates {b.args[0]}, which is not importable from thunderlab.ops")
         symbols.setdefault(mod, []).append(attr)
     msg = {"name": region.name, "source": src, "symbols": {k: sorted(set(v)) for k, v in symbols.items()},
            "inputs": inputs, "threads": torch.get_num_threads()}

@@ -55,6 +55,8 @@ class InductorExecutor(FusionExecutor):
         s = bsym.sym
         if s.name == "eager_vjp" and _traceable_vjp(bsym):
             return True, ""  # TorchDynamo captures it as torch.func.vjp (see ops.vjp._vjp_traced)
+        if s.name == "custom_op_vjp" and _traceable_custom_vjp(bsym):
+            return True, ""  # TorchDynamo inlines the operator's registered derivative (ops.vjp._custom_op_vjp_traced)
         if s.name in _DECLINE:
             return False, f"{s.qualname} {_DECLINE[s.name]}"
         if s.kind is Kind.OPAQUE and Tag.TORCH_TRACEABLE not in s.tags:
@@ -97,8 +99,7 @@ class InductorExecutor(FusionExecutor):
 def _traceable_vjp(bsym: BoundSymbol) -> bool:
     """Whether ``bsym`` (``ltorch.eager_vjp``) differentiates a call of one of PyTorch's own functions or
     operators, which TorchDynamo traces through ``torch.func.vjp`` (a user's Python function may do what
-    Dynamo cannot). A custom operator's registered derivative (``ltorch.custom_op_vjp``) stays outside:
-    torch.func refuses an operator whose autograd has no functorch-ready ``setup_context``."""
+    Dynamo cannot; a library's operator may have autograd that torch.func refuses)."""
     from thunderlab.ops import prims
     from thunderlab.ops.declare import LTORCH, OPAQUE
 
@@ -106,7 +107,7 @@ def _traceable_vjp(bsym: BoundSymbol) -> bool:
     if not isinstance(qualname, str):
         return False
     module, _, name = qualname.partition(".")
-    if module not in ("ltorch", "prims"):  # an opaque call: traceable when it is a torch function or operator
+    if module == "torch":  # an opaque call of a torch function (which the compile worker's torch has too)
         sym = next((s for s in OPAQUE.values() if s.qualname == qualname), None)
         if sym is None or Tag.TORCH_TRACEABLE not in sym.tags:
             return False
@@ -114,11 +115,22 @@ def _traceable_vjp(bsym: BoundSymbol) -> bool:
         if isinstance(op, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) and \
                 op._qualified_op_name.partition("::")[0] != "aten":
             return False  # a library's operator: its autograd may not be one torch.func runs
-    else:  # a torch-level symbol or a primitive: each runs its torch function
+    elif module in ("ltorch", "prims"):  # a torch-level symbol or a primitive: each runs its torch function
         sym = LTORCH.get(name) if module == "ltorch" else getattr(prims, name, None)
         if not isinstance(sym, Symbol):
             return False
+    else:  # a function known only to this process (a user's, or one made at run time)
+        return False
     return not sym.tags & {Tag.RANDOM, Tag.SIDE_EFFECT}
+
+
+def _traceable_custom_vjp(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym`` (``ltorch.custom_op_vjp``) differentiates a custom operator whose registered derivative
+    TorchDynamo traces whole (``ops.vjp.custom_vjp_traceable``); its region compiles here, as the worker lacks
+    the operator."""
+    from thunderlab.ops.vjp import custom_vjp_traceable
+
+    return bool(bsym.args) and isinstance(bsym.args[0], str) and custom_vjp_traceable(bsym)
 
 
 def writes(bsym: BoundSymbol) -> bool:

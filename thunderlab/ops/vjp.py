@@ -816,7 +816,100 @@ def _bind(schema, args, kwargs) -> tuple[tuple, dict]:
     return tuple(pos), kw
 
 
+# qualname -> (the operator's definition, its schema's arguments as (name, keyword-only, default)), made when
+# a backward first differentiates the operator: TorchDynamo then traces ``_custom_op_vjp_traced`` on plain data
+_CUSTOM: dict[str, tuple] = {}
+
+
+def custom_plan(qualname: str) -> tuple | None:
+    """``_CUSTOM``'s entry for a custom operator with a registered derivative (made on first use), else None."""
+    plan = _CUSTOM.get(qualname)
+    if plan is None:
+        op = _overload(_resolve(qualname))
+        opdef = _registered_derivative(op)
+        if opdef is None:
+            return None
+        plan = _CUSTOM[qualname] = (opdef, tuple((a.name, a.kwarg_only, a.default_value)
+                                                 for a in op._schema.arguments))
+    return plan
+
+
+def _custom_op_vjp_traced(qualname, args, kwargs, output, grads, needs_input_grad):
+    """``_custom_op_vjp_impl`` as TorchDynamo traces it into a fusion region: the operator's ``setup_context`` and
+    ``backward`` are the library's Python, which Dynamo inlines (the operators they call are graph nodes)."""
+    import torch.utils._pytree as pytree
+
+    opdef, params = _CUSTOM[qualname]
+    inputs, keyword_only = [], {}
+    for i, (name, kwarg_only, default) in enumerate(params):
+        if kwarg_only:
+            keyword_only[name] = kwargs.get(name, default)
+        else:
+            inputs.append(args[i] if i < len(args) else kwargs.get(name, default))
+    inputs = tuple(inputs)
+    ctx = _Context(needs_input_grad)
+    with torch.no_grad():
+        if opdef._setup_context_fn is not None:
+            if keyword_only:
+                opdef._setup_context_fn(ctx=ctx, inputs=inputs, keyword_only_inputs=keyword_only, output=output)
+            else:
+                opdef._setup_context_fn(ctx=ctx, inputs=inputs, output=output)
+        outs = [o for o in pytree.tree_leaves(output) if isinstance(o, torch.Tensor)]
+        if ctx.materialize_grads:
+            grads = tuple(torch.zeros_like(o) if gr is None else gr for o, gr in zip(outs, grads))
+        got = opdef._backward_fn(ctx, *grads)
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    summed: list[tuple] = []  # (input, its gradient), one per tensor however often it was passed
+    for a, gr in zip(inputs, got):
+        if isinstance(a, torch.Tensor) and isinstance(gr, torch.Tensor):
+            k = next((k for k, (b, _) in enumerate(summed) if b is a), None)
+            if k is None:
+                summed.append((a, gr))
+            else:
+                summed[k] = (a, summed[k][1] + gr)
+    out = []
+    for v in pytree.tree_leaves((args, kwargs)):
+        if isinstance(v, torch.Tensor) and (v.dtype.is_floating_point or v.dtype.is_complex):
+            k = next((k for k, (b, _) in enumerate(summed) if b is v), None)
+            out.append(torch.zeros_like(v) if k is None else summed.pop(k)[1])
+    return tuple(out)
+
+
+def custom_vjp_traceable(b: BoundSymbol) -> bool:
+    """Whether TorchDynamo traces ``b`` (an ``ltorch.custom_op_vjp`` call) whole: the operator's registered
+    ``setup_context`` and ``backward`` are a library's Python, which may do what Dynamo cannot (``.tolist()``,
+    printing). Tried once per operator and argument layout, on zeros of the call's shapes with Dynamo's
+    pass-through backend, so that a fusion region never takes in a call its compile would fail on."""
+    qualname = b.args[0]
+    if qualname not in _CUSTOM:
+        return False
+    key = (qualname, tuple((p.shape, p.dtype) for p in tree_flatten((b.args, b.kwargs)) if isinstance(p, TensorProxy)))
+    known = _TRACEABLE.get(key)
+    if known is None:
+        def real(v):
+            if not isinstance(v, TensorProxy):
+                return v
+            return torch.zeros(v.shape, dtype=v.dtype, device=v.device) if v.device.type == "cpu" else v
+        args = tree_map(real, b.args)
+        if any(isinstance(v, TensorProxy) for v in tree_flatten(args)):
+            known = False  # only CPU calls are tried (a GPU's would need the device here)
+        else:
+            try:
+                with torch._dynamo.config.patch(recompile_limit=64):
+                    torch.compile(_custom_op_vjp_traced, backend="eager", fullgraph=True, dynamic=False)(*args)
+                known = True
+            except Exception:  # noqa: BLE001 - whatever Dynamo or the library raised: not traced whole
+                known = False
+        _TRACEABLE[key] = known
+    return known
+
+
+_TRACEABLE: dict[tuple, bool] = {}
+
+
 def _custom_op_vjp_impl(qualname, args, kwargs, output, grads, needs_input_grad):
+    if torch.compiler.is_compiling():
+        return _custom_op_vjp_traced(qualname, args, kwargs, output, grads, needs_input_grad)
     op = _overload(_resolve(qualname))
     opdef = _registered_derivative(op)
     inputs, keyword_only = _bind(op._schema, args, kwargs)
@@ -859,6 +952,7 @@ def eager_rule(b: BoundSymbol, g):
             f"{b.sym.qualname} draws random numbers and has no derivative rule, and this call of it did not keep "
             f"the generator's state to replay it from (autodiff's residual variants give it one)")
     if not b.side_effect and _registered_derivative(b.sym.impl) is not None:
+        custom_plan(b.sym.qualname)  # for a fusion region's trace of it (_custom_op_vjp_traced)
         inputs, _ = _bind(_overload(b.sym.impl)._schema, b.args, b.kwargs)
         needs = tuple(isinstance(a, TensorProxy) and a.requires_grad for a in inputs)
         return _by_autograd(b.args, b.kwargs,
