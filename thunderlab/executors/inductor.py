@@ -56,7 +56,7 @@ class InductorExecutor(FusionExecutor):
         if s.name == "eager_vjp" and _traceable_vjp(bsym):
             return True, ""  # TorchDynamo captures it as torch.func.vjp (see ops.vjp._vjp_traced)
         if s.name == "custom_op_vjp" and _traceable_custom_vjp(bsym):
-            return True, ""  # TorchDynamo inlines the operator's registered derivative (ops.vjp._custom_op_vjp_traced)
+            return True, ""  # TorchDynamo inlines the operator's registered derivative (ops.vjp._custom_op_vjp_impl)
         if s.name in _DECLINE:
             return False, f"{s.qualname} {_DECLINE[s.name]}"
         if s.kind is Kind.OPAQUE and Tag.TORCH_TRACEABLE not in s.tags:

@@ -817,7 +817,7 @@ def _bind(schema, args, kwargs) -> tuple[tuple, dict]:
 
 
 # qualname -> (the operator's definition, its schema's arguments as (name, keyword-only, default)), made when
-# a backward first differentiates the operator: TorchDynamo then traces ``_custom_op_vjp_traced`` on plain data
+# a backward first differentiates the operator: TorchDynamo then traces ``_custom_op_vjp_impl`` on plain data
 _CUSTOM: dict[str, tuple] = {}
 
 
@@ -834,12 +834,14 @@ def custom_plan(qualname: str) -> tuple | None:
     return plan
 
 
-def _custom_op_vjp_traced(qualname, args, kwargs, output, grads, needs_input_grad):
-    """``_custom_op_vjp_impl`` as TorchDynamo traces it into a fusion region: the operator's ``setup_context`` and
-    ``backward`` are the library's Python, which Dynamo inlines (the operators they call are graph nodes)."""
+def _custom_op_vjp_impl(qualname, args, kwargs, output, grads, needs_input_grad):
+    """The operator's ``setup_context`` on the forward's inputs and output, then its ``backward``; one gradient
+    per floating tensor argument, as ``eager_vjp`` gives them. In a fusion region TorchDynamo inlines both (the
+    library's Python; the operators they call are graph nodes), reading the operator's definition from
+    ``_CUSTOM``, which the backward's trace filled."""
     import torch.utils._pytree as pytree
 
-    opdef, params = _CUSTOM[qualname]
+    opdef, params = custom_plan(qualname)
     inputs, keyword_only = [], {}
     for i, (name, kwarg_only, default) in enumerate(params):
         if kwarg_only:
@@ -896,7 +898,7 @@ def custom_vjp_traceable(b: BoundSymbol) -> bool:
         else:
             try:
                 with torch._dynamo.config.patch(recompile_limit=64):
-                    torch.compile(_custom_op_vjp_traced, backend="eager", fullgraph=True, dynamic=False)(*args)
+                    torch.compile(_custom_op_vjp_impl, backend="eager", fullgraph=True, dynamic=False)(*args)
                 known = True
             except Exception:  # noqa: BLE001 - whatever Dynamo or the library raised: not traced whole
                 known = False
@@ -905,33 +907,6 @@ def custom_vjp_traceable(b: BoundSymbol) -> bool:
 
 
 _TRACEABLE: dict[tuple, bool] = {}
-
-
-def _custom_op_vjp_impl(qualname, args, kwargs, output, grads, needs_input_grad):
-    if torch.compiler.is_compiling():
-        return _custom_op_vjp_traced(qualname, args, kwargs, output, grads, needs_input_grad)
-    op = _overload(_resolve(qualname))
-    opdef = _registered_derivative(op)
-    inputs, keyword_only = _bind(op._schema, args, kwargs)
-    ctx = _Context(needs_input_grad)
-    with torch.no_grad():
-        if opdef._setup_context_fn is not None:
-            if any(a.kwarg_only for a in op._schema.arguments):
-                opdef._setup_context_fn(ctx=ctx, inputs=inputs, keyword_only_inputs=keyword_only, output=output)
-            else:
-                opdef._setup_context_fn(ctx=ctx, inputs=inputs, output=output)
-        outs = [o for o in tree_flatten(output) if isinstance(o, torch.Tensor)]
-        if ctx.materialize_grads:
-            grads = tuple(torch.zeros_like(o) if gr is None else gr for o, gr in zip(outs, grads))
-        got = opdef._backward_fn(ctx, *grads)
-    got = got if isinstance(got, (tuple, list)) else (got,)
-    by_input: dict[int, torch.Tensor] = {}
-    for a, gr in zip(inputs, got):
-        if isinstance(a, torch.Tensor) and isinstance(gr, torch.Tensor):
-            by_input[id(a)] = gr if id(a) not in by_input else by_input[id(a)] + gr
-    # one gradient per floating tensor argument, in order, as eager_vjp gives them (a repeated one gets it once)
-    return tuple(by_input.pop(id(v), None) if id(v) in by_input else torch.zeros_like(v)
-                 for v in _float_tensors(args, kwargs))
 
 
 def _custom_op_vjp_meta(qualname, args, kwargs, output, grads, needs_input_grad):
@@ -952,7 +927,7 @@ def eager_rule(b: BoundSymbol, g):
             f"{b.sym.qualname} draws random numbers and has no derivative rule, and this call of it did not keep "
             f"the generator's state to replay it from (autodiff's residual variants give it one)")
     if not b.side_effect and _registered_derivative(b.sym.impl) is not None:
-        custom_plan(b.sym.qualname)  # for a fusion region's trace of it (_custom_op_vjp_traced)
+        custom_plan(b.sym.qualname)  # for a fusion region's trace of it (_custom_op_vjp_impl)
         inputs, _ = _bind(_overload(b.sym.impl)._schema, b.args, b.kwargs)
         needs = tuple(isinstance(a, TensorProxy) and a.requires_grad for a in inputs)
         return _by_autograd(b.args, b.kwargs,
