@@ -233,10 +233,19 @@ class RegionRunner:
             self.ready.set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the fused version is built (or failed); True if it is ready. Compiling starts at the first
-        call."""
+        """Block until the fused version is built (or failed), and any compile of it for other input strides
+        under way (see ``layouts``); True if it is ready. Compiling starts at the first call."""
         self._start_pending()
-        return self._started and self.ready.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not (self._started and self.ready.wait(timeout)):
+            return False
+        fn = self.versions.get(self.executor)
+        compiling = getattr(fn, "compiling", None)
+        while compiling is not None and compiling():
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(0.02)
+        return True
 
     def __call__(self, *args):
         if not self._started:
