@@ -250,6 +250,35 @@ def test_a_router_chooses_its_experts_once_per_training_step():
     assert recomputed and not recomputed & {"prims.topk", "ltorch.sort"}, recomputed
 
 
+class _StandardizedConv(torch.nn.Conv2d):
+    """Weight standardization as BiT writes it: batch_norm over the weight, with no running statistics."""
+
+    def forward(self, x):
+        w = torch.nn.functional.batch_norm(self.weight.reshape(1, self.out_channels, -1), None, None,
+                                           training=True, momentum=0.0, eps=1e-8).reshape_as(self.weight)
+        return torch.nn.functional.conv2d(x, w, self.bias, self.stride, self.padding)
+
+
+def test_batch_norm_without_running_statistics_writes_nothing_and_fuses():
+    """A batch_norm with no running statistics updates none: its call is not a write, so a fusion executor takes
+    it into its region (the inductor executor declined it as one, which cut a BiT forward at every convolution);
+    the gradients equal eager's."""
+    from thunderlab.executors.base import get_executor
+
+    model = torch.nn.Sequential(_StandardizedConv(3, 8, 3, padding=1), torch.nn.ReLU(), _StandardizedConv(8, 4, 3))
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 3, 8, 8)
+    j = thunderlab.jit(model)
+    j(x).pow(2).mean().backward()
+    ref(x).pow(2).mean().backward()
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=n)
+    forward = next(s for s in thunderlab.last_record(j).steps if s.spec == "autodiff").program.forward
+    norms = [b for b in forward.bound_symbols if "batch_norm" in b.sym.name]
+    assert len(norms) == 2 and all(not b.side_effect for b in norms), [b.sym.qualname for b in norms]
+    assert all(get_executor("inductor").can_execute(b) == (True, "") for b in norms)
+
+
 def test_backward_frees_each_saved_tensor_after_its_last_use():
     """As eager autograd frees a node's saved tensors once it has run, the backward program drops
     each saved tensor at its ``del``: the autograd context keeps none of them while it runs."""

@@ -201,6 +201,10 @@ native_batch_norm = backward_symbol("native_batch_norm", _native_batch_norm, _na
 # (never recomputed in backward: that would compute the batch statistics again, a pass over the activation)
 native_batch_norm_functional = backward_symbol("native_batch_norm_functional", _native_batch_norm_functional,
                                                _native_batch_norm_functional_meta, tags={Tag.DONT_RECOMPUTE})
+# no running statistics to update (weight standardization normalizes a weight this way): it writes nothing, so
+# it joins its fusion region
+native_batch_norm_no_stats = backward_symbol("native_batch_norm_no_stats", _native_batch_norm,
+                                             _native_batch_norm_meta, tags={Tag.DONT_RECOMPUTE})
 batch_norm_backward_saved = backward_symbol("batch_norm_backward_saved", _batch_norm_backward_saved,
                                             _batch_norm_backward_saved_meta)
 batch_norm_backward = backward_symbol("batch_norm_backward", _batch_norm_backward, _batch_norm_backward_meta)
@@ -234,17 +238,19 @@ def _(b):
         prims.copy_(out[3], p.running_mean)  # autodiff places these writes (see passes/autodiff._with_residuals)
         prims.copy_(out[4], p.running_var)
         return out
+    if not is_tensor(p.running_mean) and not is_tensor(p.running_var):
+        return native_batch_norm_no_stats(p.a, p.weight, p.bias, None, None, training, p.momentum, p.eps)
     return native_batch_norm(p.a, p.weight, p.bias, p.running_mean, p.running_var, training, p.momentum, p.eps)
 
 
-@derivative(native_batch_norm, native_batch_norm_functional)
+@derivative(native_batch_norm, native_batch_norm_functional, native_batch_norm_no_stats)
 def _(b, g):
     g_out, *g_stats = g  # the statistics (and the functional call's new running ones) get no gradient
     if any(s is not None for s in g_stats):
         return NotImplemented
     p = b.params
     save_mean, save_invstd = b.output[1], b.output[2]
-    training = p.training if b.sym is native_batch_norm else True  # the functional call is training's
+    training = True if b.sym is native_batch_norm_functional else p.training  # the functional call is training's
     ga, gw, gb = batch_norm_backward_saved(g_out, p.a, p.weight, p.running_mean, p.running_var, save_mean,
                                            save_invstd, training, p.eps)
     return [(p.a, ga), (p.weight, gw), (p.bias, gb)]
