@@ -203,3 +203,20 @@ def test_a_kernel_called_with_other_strides_runs_torch_until_the_worker_compiled
     payload = rec.payload().to_dict()
     assert payload["regions"][name]["layouts"] == want
     validate(payload)
+
+
+def test_a_backward_runs_after_its_jitted_function_was_dropped():
+    """``thunderlab.jit(model)(x).loss.backward()``: the function goes before its forward's backward runs. Dropping
+    it lets go of its fused kernels, and the backward runs its regions with torch, equal to eager."""
+    import gc
+
+    def f(x):
+        return (x.sin() * 2).exp().sum()
+
+    x = torch.randn(16, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    out = thunderlab.jit(f, pipeline="dce,cse,autodiff,claim{executors=inductor+torch},fuse,del", tiered=False)(x)
+    gc.collect()
+    out.backward()
+    f(x_ref).backward()
+    torch.testing.assert_close(x.grad, x_ref.grad)

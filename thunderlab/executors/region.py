@@ -139,7 +139,7 @@ class RegionRunner:
                  rivals: tuple = (), race: bool = False, race_off: str | None = None,
                  clock: Callable[[], float] = time.perf_counter):
         self.name, self.executor = name, executor
-        self.fn = eager
+        self.fn = self._torch = eager
         self.version = "torch"
         self.history: list[tuple[float, str]] = [(time.time(), "torch")]
         self.error: str | None = None
@@ -264,9 +264,11 @@ class RegionRunner:
         return self._run(args)
 
     def release(self) -> None:
-        """Let go of the kernel, its compiler and any inputs kept for compiling it (no program runs this region
-        any more); what ran, when and how fast stays for ``summary``."""
-        self._compile = self._compile_in_background = self.fn = self._pending = None
+        """Let go of the kernel, its compiler and any inputs kept for compiling it; what ran, when and how fast
+        stays for ``summary``. A call that still comes runs the torch version: a backward whose forward ran before
+        its function was dropped (``thunderlab.jit(model)(x).loss.backward()``) still has to run."""
+        self._compile = self._compile_in_background = self._pending = None
+        self.fn, self.version = self._torch, "torch"
         self.versions, self._rivals, self._racing = {}, (), False
         if self._box is not None:
             self._box.clear()  # a compile still queued drops the inputs it was handed
