@@ -26,13 +26,14 @@ TORCHINDUCTOR_CACHE_DIR (default /tmp/thunderlab_bench_inductor_cache) is shared
 a case whose kernels an earlier run built finds them there (the meta says how many files it held at the start).
 
 --checks also runs tests/zoo/check.py's correctness modes (jit, compile, train, shapes; none by default), each
-pass / wrong / error against eager with its first-call time (the table in benchmarks/results/zoo.json).
+pass / wrong / error against eager with its first-call time (the table in benchmarks/results/zoo.json);
+--checks-built checks the fused kernels themselves, built before the first call (tiered=False).
 Writes --out (default benchmarks/results/zoo_vs_compile.json), rewritten after every case, so a partial run keeps
 its rows.
 
 Run:  .venv/bin/python benchmarks/zoo.py [--models bert,llama] [--modes inference,train]
       [--variants thunderlab,torch.compile,thunderlab-torch] [--attn default|all] [--rounds 15] [--clock cpu|wall]
-      [--checks jit,compile,train,shapes] [--no-timing] [--device cpu|cuda] [--out PATH]
+      [--checks jit,compile,train,shapes] [--checks-built] [--no-timing] [--device cpu|cuda] [--out PATH]
       .venv/bin/python benchmarks/zoo.py --merge A.json B.json ... [--out PATH]
         one table from several runs (the whole zoo split across processes, timings taken apart from the
         correctness run): a case's checks and timings come from the last file that has them, and each
@@ -63,6 +64,7 @@ sys.path = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROO
 
 import thunderlab  # noqa: E402
 from benchmarks.paired import describe, paired_ratio  # noqa: E402
+from tests.zoo.check import JIT_OPTIONS as check_options  # noqa: E402
 from tests.zoo.check import MODES as CHECKS  # noqa: E402
 from tests.zoo.check import run  # noqa: E402
 from tests.zoo.models import ZOO, attn_implementations, inputs, pair  # noqa: E402
@@ -308,6 +310,9 @@ def main():
     ap.add_argument("--checks", default="", help="also run these correctness modes of tests/zoo/check.py: "
                                                  f"{', '.join(CHECKS)} (default: none)")
     ap.add_argument("--no-timing", action="store_true", help="only the --checks")
+    ap.add_argument("--checks-built", action="store_true",
+                    help="the --checks with every fused kernel built before the first call (tiered=False), so that "
+                         "they check the kernels, where a tiered first call runs the torch executor")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                     help="where the models run (default cpu); cuda times by wall clock between synchronisations")
     ap.add_argument("--clock", default=None, choices=["wall", "cpu"],
@@ -328,6 +333,8 @@ def main():
     kinds = _names(args.modes, KINDS, "--modes")
     variants = ["eager"] + [v for v in _names(args.variants, VARIANTS[1:], "--variants")]
     checks = _names(args.checks, CHECKS, "--checks")
+    if args.checks_built:
+        check_options.update(tiered=False)
     warnings.filterwarnings("ignore")
     random.seed(0)
     global CLOCK, DEVICE
@@ -350,6 +357,7 @@ def main():
             "executors": os.environ.get("THUNDERLAB_EXECUTORS", "default"), "clock": args.clock,
             "device": DEVICE, "gpu": torch.cuda.get_device_name(0) if DEVICE == "cuda" else None,
             "rounds": args.rounds, "attn": args.attn, "modes": kinds, "variants": variants, "checks": checks,
+            "checks_built": args.checks_built,
             "inductor_cache": os.environ["TORCHINDUCTOR_CACHE_DIR"],
             "inductor_cache_files_at_start": _inductor_cache_files(), "load_average_at_start": os.getloadavg()}
     for entry in [by_name[n] for n in names] if names else ZOO:  # in the order asked for
