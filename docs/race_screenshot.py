@@ -5,6 +5,8 @@ each region's race is over: its calls took turns between torch and the Inductor 
 shows each version's calls, fastest call and median, the race's bars, the version kept and why. Runs JupyterLab with
 temporary dirs and this checkout's built extension (`make lab`) in Debian's headless Chromium.
   .venv/bin/python docs/race_screenshot.py docs/race.png
+``--train phi3`` trains a model of the zoo instead (docs/race-layouts.png): its backward's kernel, compiled while the
+first forward ran on torch, is compiled again for the strides the fused forward saves, and the panel says so.
 """
 import argparse
 import time
@@ -15,9 +17,29 @@ from lab_page import REPO, sidebar_page
 ap = argparse.ArgumentParser()
 ap.add_argument("out", nargs="?", default=str(REPO / "docs" / "race.png"))
 ap.add_argument("--dark", action="store_true")
+ap.add_argument("--train", metavar="ZOO_MODEL", help="instead: training steps of this model of the zoo (tests/zoo), "
+                "until every kernel is built, those compiled again for other input strides included")
 a = ap.parse_args()
 
-CELL = (
+TRAIN = (
+    "import os; os.environ.setdefault('TORCHINDUCTOR_CACHE_DIR', '/tmp/thunderlab_bench_inductor_cache')\n"
+    "import torch, thunderlab\n"
+    "from tests.zoo.models import ZOO, inputs, pair\n"
+    f"entry = next(z for z in ZOO if z.name == {a.train!r})\n"
+    "model, _ = pair(entry, None)\n"
+    "model.train()\n"
+    "x = inputs(entry, model, batch=4, length=16)\n"
+    "jm = thunderlab.jit(model, timing=True)\n"
+    "def step():\n"
+    "    jm(**x).loss.backward()\n"
+    "    model.zero_grad(set_to_none=True)\n"
+    "for _ in range(40):  # each session's wait includes kernels compiling for other input strides\n"
+    "    step()\n"
+    "    for r in jm.records: thunderlab.session(r).wait()\n"
+    "{n: (r['race'] or {}).get('why') for rec in jm.records for n, r in rec.regions.items()}"
+)
+
+CELL = TRAIN if a.train else (
     "import torch, thunderlab\n"
     "from thunderlab.examples import EXAMPLES\n"
     "block, (x,) = EXAMPLES['nanogpt_block']()\n"
@@ -33,7 +55,7 @@ CELL = (
 with sidebar_page(CELL, name="race", dark=a.dark, height=1400, sidebar_share=0.4,
                   ready=lambda page: page.get_by_text("kept").or_(page.get_by_text("back to torch")).first.wait_for()
                   ) as (page, title):  # the cell's output says the races are done
-    page.locator('.tl-record[data-record="0"]').click()
+    page.locator('.tl-record[data-record="0"]' if not a.train else ".tl-record").first.click()
     page.locator(".tl-race-done").first.wait_for()
     title("Records").click()
     time.sleep(1)
