@@ -5,8 +5,8 @@ each region's race is over: its calls took turns between torch and the Inductor 
 shows each version's calls, fastest call and median, the race's bars, the version kept and why. Runs JupyterLab with
 temporary dirs and this checkout's built extension (`make lab`) in Debian's headless Chromium.
   .venv/bin/python docs/race_screenshot.py docs/race.png
-``--train phi3`` trains a model of the zoo instead (docs/race-layouts.png): its backward's kernel, compiled while the
-first forward ran on torch, is compiled again for the strides the fused forward saves, and the panel says so.
+``--train phi3`` trains a model of the zoo instead, on one thread (docs/race-phi3-training.png): the forward's and the
+backward's region each race, and a kernel compiled again for other input strides says so under its race.
 """
 import argparse
 import time
@@ -24,6 +24,7 @@ a = ap.parse_args()
 TRAIN = (
     "import os; os.environ.setdefault('TORCHINDUCTOR_CACHE_DIR', '/tmp/thunderlab_bench_inductor_cache')\n"
     "import torch, thunderlab\n"
+    "torch.set_num_threads(1)  # as the zoo benchmark times it\n"
     "from tests.zoo.models import ZOO, inputs, pair\n"
     f"entry = next(z for z in ZOO if z.name == {a.train!r})\n"
     "model, _ = pair(entry, None)\n"
