@@ -21,7 +21,7 @@ from .fusion import FusionExecutor, torch_region
 
 # the torch-level or prim calls inductor is not handed
 _DECLINE = {
-    "eager_vjp": "differentiates Python code that is not PyTorch's own (PyTorch's functions go in, through torch.func.vjp)",
+    "eager_vjp": "differentiates Python code that is not PyTorch's own (PyTorch's go in, as torch.func.vjp)",
     "eager_vjp_on_copies": "runs PyTorch autograd itself",
     "eager_vjp_replaying": "runs PyTorch autograd itself, from a saved generator state",
     "apply_grad_hook": "calls the user's gradient hook, Python code",
