@@ -41,6 +41,11 @@ YIELD_S = 0.02
 # timed calls per version in a region's race (after one untimed warm-up call each: a kernel's first call may
 # load or tune it); enough for a median that one slow call (a preempted thread) does not move
 RACE_CALLS = 4
+# a fused kernel this many times slower than the torch version of its own region is more likely held up (its
+# threads spinning at a barrier while another process has the core) than slower at its work: before such a verdict
+# sends the region back to torch, the race runs again, up to RERUNS times
+SUSPECT_FACTOR = 5.0
+RERUNS = 2
 
 
 def start_pending() -> None:
@@ -80,6 +85,7 @@ class Race:
         self.winner: str | None = None
         self.why = ""
         self._n = 0
+        self.earlier: list[str] = []  # the verdicts of the rounds run again (see ``suspect``)
 
     def next(self) -> tuple[str, bool]:
         """The version the next call runs, and whether its time counts (the first round only warms up)."""
@@ -106,14 +112,31 @@ class Race:
         times = " vs ".join(f"{v} {best[v] * 1e3:.3g} ms" for v in ranked)
         verdict = f"kept {self.winner}" if self.winner != "torch" else "back to torch"
         self.why = f"{times}, fastest of {self.calls} calls each: {verdict}"
+        if self.earlier:
+            self.why += f" (raced {len(self.earlier) + 1} times: a kernel {SUSPECT_FACTOR:g}x slower than torch " \
+                        f"looks held up; before: {'; '.join(self.earlier)})"
         return self.winner
+
+    def suspect(self) -> bool:
+        """Whether the verdict just made sends the region back to torch on a kernel ``SUSPECT_FACTOR`` times slower
+        than torch, with a rerun left: the race then runs again (``again``)."""
+        if self.winner != "torch" or len(self.earlier) >= RERUNS:
+            return False
+        best = {v: min(t[:self.calls]) for v, t in self.samples.items()}
+        return any(v != "torch" and best[v] > SUSPECT_FACTOR * best["torch"] for v in best)
+
+    def again(self) -> None:
+        """Race once more, from a warm-up round, keeping the verdict just made for ``why``."""
+        self.earlier.append(self.why.split(", fastest of")[0])
+        self.samples = {v: [] for v in self.order}
+        self.winner, self.why, self._n = None, "", 0
 
     def summary(self) -> dict:
         """As plain data: state ("racing" or "done"), per version its timed calls, the winner and why."""
         times = {v: {"count": len(t), "median_s": statistics.median(t), "min_s": min(t), "samples_s": list(t)}
                  for v, t in self.samples.items() if t}
         why = self.why or (f"racing: {', '.join(self.order)} take turns, {self.calls} timed calls each "
-                           f"after one warm-up call")
+                           f"after one warm-up call" + (f" (again: {'; '.join(self.earlier)})" if self.earlier else ""))
         if self.left_out:
             why += "; not raced: " + "; ".join(f"{v} ({w})" for v, w in self.left_out.items())
         return {"state": "done" if self.winner is not None else "racing", "versions": list(self.order),
@@ -354,6 +377,9 @@ class RegionRunner:
 
     def _finish_race(self) -> None:
         winner = self.race.decide()
+        if self.race.suspect():
+            self.race.again()  # the region keeps racing
+            return
         self._racing = False
         self.fn = self.versions[winner]
         if winner in self.sources:  # the code shown is the kernel that runs (the owner's when torch won)
