@@ -228,6 +228,25 @@ def test_pytorch_functions_without_rules_are_differentiated_inside_the_backward_
     assert {"torch.nn.functional.interpolate", "torch.cummax", "ltorch.pad", "prims.digamma"} <= inside
 
 
+@pytest.mark.parametrize("kernel", [128, 3])
+def test_average_pooling_whose_ceil_mode_windows_overhang_gets_eager_gradients(kernel):
+    """EfficientNet pools its whole last feature map with ``AvgPool2d(1280, ceil_mode=True)``: windows that reach
+    past the input. Inductor's lowering of that backward gives wrong gradients (torch.compile's too), so the
+    inductor executor leaves the call to torch's kernel and says why; the gradients equal eager's."""
+    def f(x):
+        return torch.nn.functional.avg_pool2d(x.tanh(), kernel, ceil_mode=True).sin().sum()
+
+    x = torch.randn(2, 8, 4, 4, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    j = thunderlab.jit(f, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del", tiered=False)
+    j(x).backward()
+    f(x_ref).backward()
+    torch.testing.assert_close(x.grad, x_ref.grad)
+    backward = thunderlab.last_record(j).program.traces["backward"].bound_symbols
+    pool = next(b for b in backward if b.sym.name == "avg_pool2d_backward")
+    assert pool.executor == "torch" and "overhang" in dict(pool.declined)["inductor"]
+
+
 def test_inductor_training_with_autodiff():
     from thunderlab.examples import EXAMPLES
 

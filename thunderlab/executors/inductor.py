@@ -59,6 +59,9 @@ class InductorExecutor(FusionExecutor):
             return True, ""  # TorchDynamo inlines the operator's registered derivative (ops.vjp._custom_op_vjp_impl)
         if s.name in _DECLINE:
             return False, f"{s.qualname} {_DECLINE[s.name]}"
+        if s.name == "avg_pool2d_backward" and _overhangs(bsym):
+            return False, (f"{s.qualname} with ceil_mode windows that overhang the input: Inductor's lowering of it "
+                           f"gives wrong gradients (torch 2.13; torch.compile alike), torch's kernel is right")
         if s.kind is Kind.OPAQUE and Tag.TORCH_TRACEABLE not in s.tags:
             return False, f"{s.qualname} is an opaque call of Python code, which inductor is not handed"
         if Tag.BOOKKEEPING in s.tags:
@@ -131,6 +134,16 @@ def _traceable_custom_vjp(bsym: BoundSymbol) -> bool:
     from thunderlab.ops.vjp import custom_vjp_traceable
 
     return bool(bsym.args) and isinstance(bsym.args[0], str) and custom_vjp_traceable(bsym)
+
+
+def _overhangs(bsym: BoundSymbol) -> bool:
+    """Whether an ``avg_pool2d_backward(g, a, kernel_size, stride, padding, ceil_mode, ...)`` call has ceil_mode on
+    and a last window that reaches past the (padded) input, as EfficientNet's whole-map pooling does."""
+    _g, a, kernel, stride, padding, ceil_mode = bsym.args[:6]
+    if not ceil_mode:
+        return False
+    size = a.shape[-2:]
+    return any(k > n + 2 * p or (n + 2 * p - k) % s for n, k, s, p in zip(size, kernel, stride or kernel, padding))
 
 
 def writes(bsym: BoundSymbol) -> bool:
