@@ -47,6 +47,7 @@ def test_settings_and_per_notebook_memory(lab, browser):
         page.locator(".tl-record").first.wait_for(timeout=180_000)
         _wait_state(page, "ready")
         # the setting reaches the graph: this fused program would group by fusion region by default
+        page.locator('.tl-pass[data-step="4"]').wait_for(timeout=180_000)  # the steps load after the record
         page.locator('.tl-pass[data-step="4"]').click()
         page.wait_for_function("document.querySelector('.tl-step-head')?.textContent.startsWith('step 4 of')")
         page.locator('.tl-tabs button[data-view="Graph"]').click()
