@@ -85,7 +85,8 @@ class Race:
         self.winner: str | None = None
         self.why = ""
         self._n = 0
-        self.earlier: list[str] = []  # the verdicts of the rounds run again (see ``suspect``)
+        self.times = ""  # the versions' fastest calls, fastest first, as the last verdict put them
+        self.earlier: list[str] = []  # those of the rounds run again (see ``suspect``)
 
     def next(self) -> tuple[str, bool]:
         """The version the next call runs, and whether its time counts (the first round only warms up)."""
@@ -111,6 +112,7 @@ class Race:
         self.winner = ranked[0]
         times = " vs ".join(f"{v} {best[v] * 1e3:.3g} ms" for v in ranked)
         verdict = f"kept {self.winner}" if self.winner != "torch" else "back to torch"
+        self.times = times
         self.why = f"{times}, fastest of {self.calls} calls each: {verdict}"
         if self.earlier:
             self.why += f" (raced {len(self.earlier) + 1} times: a kernel {SUSPECT_FACTOR:g}x slower than torch " \
@@ -127,7 +129,7 @@ class Race:
 
     def again(self) -> None:
         """Race once more, from a warm-up round, keeping the verdict just made for ``why``."""
-        self.earlier.append(self.why.split(", fastest of")[0])
+        self.earlier.append(self.times)
         self.samples = {v: [] for v in self.order}
         self.winner, self.why, self._n = None, "", 0
 
@@ -428,7 +430,7 @@ class RegionRunner:
         """For a kernel that is compiled again for input strides it was not compiled for (the worker's kernels,
         see ``executors.inductor``): the other layouts compiled since its first, whether one is compiling now,
         and the calls torch ran meanwhile; None for other kernels, and while none runs."""
-        fn = self.versions.get(self.executor) if self.fn is not None else None
+        fn = self.versions.get(self.executor)
         known = getattr(fn, "layouts", None)
         if not isinstance(known, dict):
             return None

@@ -804,15 +804,15 @@ def _registered_derivative(op):
     return opdef if opdef is not None and opdef._backward_fn is not None else None
 
 
-def _bind(schema, args, kwargs) -> tuple[tuple, dict]:
-    """The operator's positional inputs and its keyword-only ones, defaults filled in (as setup_context gets them)."""
+def _bind(params, args, kwargs) -> tuple[tuple, dict]:
+    """The operator's positional inputs and its keyword-only ones, defaults filled in (as setup_context gets them);
+    ``params``: its schema's arguments as (name, keyword-only, default), ``custom_plan``'s."""
     pos, kw = [], {}
-    for i, a in enumerate(schema.arguments):
-        value = args[i] if i < len(args) else kwargs.get(a.name, a.default_value)
-        if a.kwarg_only:
-            kw[a.name] = kwargs.get(a.name, a.default_value)
+    for i, (name, kwarg_only, default) in enumerate(params):
+        if kwarg_only:
+            kw[name] = kwargs.get(name, default)
         else:
-            pos.append(value)
+            pos.append(args[i] if i < len(args) else kwargs.get(name, default))
     return tuple(pos), kw
 
 
@@ -842,13 +842,7 @@ def _custom_op_vjp_impl(qualname, args, kwargs, output, grads, needs_input_grad)
     import torch.utils._pytree as pytree
 
     opdef, params = custom_plan(qualname)
-    inputs, keyword_only = [], {}
-    for i, (name, kwarg_only, default) in enumerate(params):
-        if kwarg_only:
-            keyword_only[name] = kwargs.get(name, default)
-        else:
-            inputs.append(args[i] if i < len(args) else kwargs.get(name, default))
-    inputs = tuple(inputs)
+    inputs, keyword_only = _bind(params, args, kwargs)
     ctx = _Context(needs_input_grad)
     with torch.no_grad():
         if opdef._setup_context_fn is not None:
@@ -926,9 +920,9 @@ def eager_rule(b: BoundSymbol, g):
         raise NotImplementedError(
             f"{b.sym.qualname} draws random numbers and has no derivative rule, and this call of it did not keep "
             f"the generator's state to replay it from (autodiff's residual variants give it one)")
-    if not b.side_effect and _registered_derivative(b.sym.impl) is not None:
-        custom_plan(b.sym.qualname)  # for a fusion region's trace of it (_custom_op_vjp_impl)
-        inputs, _ = _bind(_overload(b.sym.impl)._schema, b.args, b.kwargs)
+    plan = None if b.side_effect or _registered_derivative(b.sym.impl) is None else custom_plan(b.sym.qualname)
+    if plan is not None:  # the plan is also what a fusion region's trace of the call reads (_custom_op_vjp_impl)
+        inputs, _ = _bind(plan[1], b.args, b.kwargs)
         needs = tuple(isinstance(a, TensorProxy) and a.requires_grad for a in inputs)
         return _by_autograd(b.args, b.kwargs,
                             lambda wrt: custom_op_vjp(b.sym.qualname, b.args, b.kwargs, b.output, grads, needs))
