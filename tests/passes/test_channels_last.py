@@ -8,6 +8,7 @@ layouts eager gives them.
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import thunderlab
 
@@ -42,6 +43,19 @@ class Dense(nn.Module):
         return self.up(self.body(x)), self.body[0](x)
 
 
+class SamePadded(nn.Module):
+    """TensorFlow's "same" padding as an explicit ``F.pad`` before each convolution (transformers' MobileNets)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(3, 8, 3, stride=2), nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 8, 3, groups=8)
+
+    def forward(self, x):
+        x = torch.relu(self.b1(self.c1(F.pad(x, (0, 1, 0, 1)))))
+        return self.c2(F.pad(x, (1, 1, 1, 1)))
+
+
 def _pair(cls):
     torch.manual_seed(0)
     model, ref = cls(), cls()
@@ -58,7 +72,7 @@ def _step(rec, spec):
     return next(s for s in rec.steps if s.spec.split("{")[0] == spec)
 
 
-@pytest.mark.parametrize("cls,shape", [(LeNet, (4, 3, 32, 32)), (Dense, (2, 3, 16, 16))])
+@pytest.mark.parametrize("cls,shape", [(LeNet, (4, 3, 32, 32)), (Dense, (2, 3, 16, 16)), (SamePadded, (2, 3, 16, 16))])
 def test_training_matches_eager_values_gradients_and_layouts(cls, shape):
     model, ref = _pair(cls)
     x = torch.randn(shape, requires_grad=True)
@@ -120,6 +134,33 @@ def test_the_activations_saved_for_backward_are_channels_last():
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         plain(x)
     assert layouts and "channels_last" not in layouts
+
+
+def test_padding_between_convolutions_keeps_the_activations_channels_last():
+    """``F.pad`` keeps its input's memory format; the padded activation the next convolution reads (and its
+    backward is handed) stays NHWC rather than coming back NCHW and taking the backward's layout with it."""
+    model, _ = _pair(SamePadded)
+    j = thunderlab.jit(model, pipeline=PIPELINE)
+    layouts = []
+
+    def pack(t):
+        if t.dim() == 4 and t.shape[0] == 2 and t.shape[1] > 1:
+            layouts.append(_layout(t))
+        return t
+
+    x = torch.randn(2, 3, 16, 16)
+    j(x)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        j(x)
+    assert layouts and set(layouts) == {"channels_last"}, layouts
+    a = torch.randn(2, 3, 5, 6).to(memory_format=torch.channels_last)
+    for pads in ((1, 2, 0, 1), (0, 0, 3, 0)):
+        got = thunderlab.ops.prims.pad(a, 0.5, [(0, 0, 0), (0, 0, 0), (pads[2], pads[3], 0), (pads[0], pads[1], 0)])
+        want = F.pad(a, pads, value=0.5)
+        assert torch.equal(got, want) and got.stride() == want.stride()
+    # cropping and interior padding, which F.pad does not do, as lax.pad defines them
+    v = torch.arange(5.0)
+    assert thunderlab.ops.prims.pad(v, -1.0, [(-1, 2, 1)]).tolist() == [-1, 1, -1, 2, -1, 3, -1, 4, -1, -1]
 
 
 def test_an_input_already_channels_last_stays_correct():

@@ -385,6 +385,11 @@ def _pad_meta(a, padding_value, padding_config):
 
 
 def _pad_impl(a, padding_value, padding_config):
+    if padding_config and all(lo >= 0 and hi >= 0 and it == 0 for lo, hi, it in padding_config):
+        # plain padding: one kernel, and the result in the input's memory format (a channels-last activation
+        # stays channels-last, as F.pad keeps it: the convolution it usually feeds wants it so)
+        return torch.constant_pad_nd(a, [n for lo, hi, _ in reversed(padding_config) for n in (lo, hi)],
+                                     padding_value)
     out_shape = [lo + hi + n + max(n - 1, 0) * it for (lo, hi, it), n in zip(padding_config, a.shape)]
     out = torch.full(out_shape, padding_value, dtype=a.dtype, device=a.device)
     src, dst = [], []
