@@ -110,5 +110,5 @@ def test_the_float64_yardstick_passes_rounding_and_fails_a_wrong_gradient():
     _closer_than_eager("rounding", reordered, eager, exact)
     wrong = eager.clone()
     wrong[0, 0, 0, 0] += 1.0  # one element off by one part in a thousand of the largest
-    with pytest.raises(Mismatch, match="from the float64 gradient"):
+    with pytest.raises(Mismatch, match="from the float64 result"):
         _closer_than_eager("wrong", wrong, eager, exact)
