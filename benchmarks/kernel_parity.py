@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 
 import thunderlab  # noqa: E402
+from benchmarks.zoo import _step  # noqa: E402  (one step, as the timing benchmark takes it)
 from tests.zoo.models import ZOO, attn_implementations, inputs, pair  # noqa: E402
 
 KINDS = ("inference", "train")
@@ -127,15 +128,6 @@ class Capture:
 
         with torch._functorch.config.patch(enable_autograd_cache=False):  # a hit would skip ``inner``
             return compile_fx(gm, example_inputs, inner_compile=inner)
-
-
-def _step(fn, model, x, train: bool):
-    if train:
-        fn(**x).loss.backward()
-        model.zero_grad(set_to_none=True)
-    else:
-        with torch.no_grad():
-            fn(**x)
 
 
 def thunderlab_modules(fn) -> list[str]:
