@@ -7,7 +7,8 @@ spinning), model and input as thunderlab.examples' nanoGPT block
   train     a training step, model.train() with dropout 0.1 (attention and both residuals): forward,
             out.pow(2).mean().backward(), gradients set to None.
 Variants: eager; torch.compile(model) (Inductor, its defaults); tl_inductor, thunderlab.jit with
-P_FORWARD / P_TRAIN below, tiered=False (compiled before the first call returns).
+P_FORWARD / P_TRAIN below, tiered=False (compiled before the first call returns); tl_inductor_mkl, the same with
+thunderlab.executors.gemm switched off while it compiles (every linear layer on MKL, as torch.compile has them).
 
 For each case: the fuse step's regions per trace and the boundaries its notes give; each variant's first call;
 then --warmup calls each, then --rounds rounds that time --inner calls of every variant in turn (shuffled each
@@ -57,10 +58,13 @@ from paired import describe, paired_ratio  # noqa: E402
 
 import thunderlab  # noqa: E402
 from thunderlab.examples import NanoGPTBlock  # noqa: E402
+from thunderlab.executors import gemm  # noqa: E402
 from thunderlab.passes import run_pipeline  # noqa: E402
 
 P_FORWARD = "dce,cse,claim{executors=inductor+torch},fuse,del"
 P_TRAIN = "dce,cse,autodiff,claim{executors=inductor+torch},fuse,del"
+PAIRS = (("tl_inductor", "eager"), ("torch.compile", "eager"), ("tl_inductor", "torch.compile"),
+         ("tl_inductor_mkl", "eager"), ("tl_inductor", "tl_inductor_mkl"))
 
 
 def make(case: str):
@@ -115,16 +119,17 @@ def measure(case: str) -> dict:
     variants = {}
     firsts = {}
     outs = {}
-    for name in ("eager", "torch.compile", "tl_inductor"):
+    for name in ("eager", "torch.compile", "tl_inductor", "tl_inductor_mkl"):
         model, x = make(case)
-        fn = {"eager": model, "torch.compile": torch.compile(model),
-              "tl_inductor": thunderlab.jit(model, pipeline=P_TRAIN if case == "train" else P_FORWARD,
-                                            tiered=False)}[name]
+        fn = model if name == "eager" else torch.compile(model) if name == "torch.compile" else \
+            thunderlab.jit(model, pipeline=P_TRAIN if case == "train" else P_FORWARD, tiered=False)
         run = step_fn(case, fn, model)
         torch.manual_seed(7)
+        gemm.set_enabled(name != "tl_inductor_mkl")  # read when the region compiles: on the first call
         t0 = time.perf_counter()
         outs[name] = run(x)
         firsts[name] = time.perf_counter() - t0
+        gemm.set_enabled(True)
         variants[name] = (run, x)
     ref = outs["eager"]
     equal = {}
@@ -158,11 +163,9 @@ def measure(case: str) -> dict:
         "median_cpu_s": med,
         "median_wall_s": {n: sorted(v)[len(v) // 2] for n, v in wall.items()},
         "paired_cpu": {f"{a}/{b}": paired_ratio(cpu[a], cpu[b])
-                       for a, b in (("tl_inductor", "eager"), ("torch.compile", "eager"),
-                                    ("tl_inductor", "torch.compile"))},
+                       for a, b in PAIRS},
         "paired_wall": {f"{a}/{b}": paired_ratio(wall[a], wall[b])
-                        for a, b in (("tl_inductor", "eager"), ("torch.compile", "eager"),
-                                     ("tl_inductor", "torch.compile"))},
+                        for a, b in PAIRS},
     }
 
 
@@ -187,6 +190,7 @@ def main():
         print(c, result["regions"][c]["regions_per_trace"],
               {k: describe(v) for k, v in r["paired_cpu"].items()}, "equal:", r["equal_to_eager"], flush=True)
     result["machine"]["loadavg_1_5_15_end"] = list(os.getloadavg())
+    result["gemm_choices"] = gemm.choices()  # each linear layer's shape timed on MKL and oneDNN (gemm.py)
     result["total_wall_s"] = time.perf_counter() - t0
     Path(ARGS.out).parent.mkdir(parents=True, exist_ok=True)
     Path(ARGS.out).write_text(json.dumps(result, indent=1) + "\n")

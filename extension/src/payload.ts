@@ -70,7 +70,11 @@ export interface Region {
   race?: Race;
   /** a worker's kernel compiled again for input strides its first compile did not take; absent for other kernels */
   layouts?: Layouts;
+  /** an Inductor kernel's linear layers: per product, the GEMM library its module calls and the times that chose it */
+  gemm?: Gemm[];
 }
+/** One linear layer's product (m x k by k x n): the library it runs on, both libraries' fastest calls when timed, a fused GELU. */
+export interface Gemm { m: number; k: number; n: number; bias: boolean; library: "mkl" | "onednn"; mkl_us?: number | null; onednn_us?: number | null; gelu?: string | null }
 /** The layouts a region's kernel was compiled for besides its first call's, one compiling now, and the calls torch ran meanwhile. */
 export interface Layouts { compiled: number; compiling: boolean; fallback_calls: number }
 /** One collective's exchanges as timed with timing=True: in flight (issue to its wait returning) and blocked in the wait. */

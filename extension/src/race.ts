@@ -3,12 +3,13 @@
 // payload's regions[name].race, shaped for the step page's Timings pane, the HTML report and the sidebar's
 // timings panel. Pure but for `raceView`, which draws with inline styles so every host shows it alike.
 import { h } from "./dom";
-import type { Layouts, Race } from "./payload";
+import type { Gemm, Layouts, Race } from "./payload";
 
 export type { Race } from "./payload";
 
 export interface RaceLane { version: string; median_ms: number | null; min_ms: number | null; count: number; winner: boolean; frac: number }
-export interface RaceRow { region: string; state: Race["state"]; winner: string | null; why: string; lanes: RaceLane[]; layouts: string }
+export interface RaceRow { region: string; state: Race["state"]; winner: string | null; why: string; lanes: RaceLane[]; layouts: string; gemm: string; gemmDetail: string }
+type RegionLike = { race?: Race | null; layouts?: Layouts | null; gemm?: Gemm[] | null };
 
 /** A kernel compiled again for other input strides, in words ("" when it never was):
  *  "kernel compiled again for 1 more input layout; 3 calls ran torch meanwhile". */
@@ -21,8 +22,30 @@ export function layoutsLine(l: Layouts | null | undefined): string {
   return parts.join("; ");
 }
 
+/** The library each of a kernel's linear layers runs on, in words ("" when none was chosen in this process):
+ *  "linear layers: 3 of 4 products on oneDNN (12% less time than MKL there), 1 on MKL; GELU fused into 1". */
+export function gemmLine(g: Gemm[] | null | undefined): string {
+  if (!g || !g.length) return "";
+  const dnn = g.filter((x) => x.library === "onednn");
+  const timed = dnn.filter((x) => x.mkl_us != null && x.onednn_us != null);
+  const mkl = timed.reduce((a, x) => a + (x.mkl_us as number), 0), one = timed.reduce((a, x) => a + (x.onednn_us as number), 0);
+  let out = `linear layers: ${dnn.length} of ${g.length} product${g.length === 1 ? "" : "s"} on oneDNN`;
+  if (timed.length && mkl > 0) out += ` (${Math.round(100 * (1 - one / mkl))}% less time than MKL there)`;
+  if (g.length > dnn.length) out += `, ${g.length - dnn.length} on MKL`;
+  const gelu = dnn.filter((x) => x.gelu).length;
+  if (gelu) out += `; GELU fused into ${gelu}`;
+  return out;
+}
+
+/** Each product on a line of its own: "256×256 @ 256×768 + bias: oneDNN 0.95 ms, MKL 1.01 ms, GELU (tanh) fused". */
+export function gemmDetail(g: Gemm[] | null | undefined): string {
+  const us = (v: number | null | undefined) => (v == null ? "not timed here" : `${(v / 1e3).toFixed(3)} ms`);
+  return (g ?? []).map((x) => `${x.m}×${x.k} @ ${x.k}×${x.n}${x.bias ? " + bias" : ""}: ${x.library === "onednn" ? "oneDNN" : "MKL"}`
+    + ` (MKL ${us(x.mkl_us)}, oneDNN ${us(x.onednn_us)})${x.gelu ? `, GELU (${x.gelu}) fused` : ""}`).join("\n");
+}
+
 /** One row per region that has a race, in region order; each version a lane, fastest first, its bar a fraction of the slowest. */
-export function raceRows(regions: Record<string, { race?: Race | null; layouts?: Layouts | null }>): RaceRow[] {
+export function raceRows(regions: Record<string, RegionLike>): RaceRow[] {
   const rows: RaceRow[] = [];
   for (const [region, r] of Object.entries(regions)) {
     const race = r.race;
@@ -36,7 +59,8 @@ export function raceRows(regions: Record<string, { race?: Race | null; layouts?:
     const max = Math.max(1e-12, ...lanes.map((l) => l.min_ms ?? 0));
     for (const l of lanes) l.frac = l.min_ms === null ? 0 : l.min_ms / max;
     lanes.sort((a, b) => (a.min_ms ?? Infinity) - (b.min_ms ?? Infinity));
-    rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes, layouts: layoutsLine(r.layouts) });
+    rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes, layouts: layoutsLine(r.layouts),
+      gemm: gemmLine(r.gemm), gemmDetail: gemmDetail(r.gemm) });
   }
   return rows;
 }
@@ -59,7 +83,7 @@ export function raceSummary(rows: RaceRow[]): string {
 const WIN = "var(--jp-success-color1, #4caf50)", LOSE = "var(--jp-layout-color3, #bdbdbd)";
 
 /** The races as one block per region: the verdict in words, then a bar per version (the winner's marked); null when none raced. */
-export function raceView(regions: Record<string, { race?: Race | null; layouts?: Layouts | null }>): HTMLElement | null {
+export function raceView(regions: Record<string, RegionLike>): HTMLElement | null {
   const rows = raceRows(regions);
   if (!rows.length) return null;
   const box = h("div", { class: "tl-race" }, h("div", { class: "tl-muted tl-race-summary" },
@@ -68,6 +92,7 @@ export function raceView(regions: Record<string, { race?: Race | null; layouts?:
     const block = h("div", { class: `tl-race-region tl-race-${r.state}`, "data-region": r.region, style: "margin:4px 0 6px" },
       h("div", { class: "tl-race-why", style: "font-size:12px" }, h("b", {}, r.region), `: ${r.why}`));
     if (r.layouts) block.append(h("div", { class: "tl-muted tl-race-layouts", style: "font-size:11px" }, r.layouts));
+    if (r.gemm) block.append(h("div", { class: "tl-muted tl-race-gemm", style: "font-size:11px", title: r.gemmDetail }, r.gemm));
     for (const l of r.lanes) {
       const label = l.median_ms === null ? `${l.version}: not timed yet`
         : `${l.version}${l.winner ? " ✓" : ""}: ${l.min_ms!.toFixed(3)} ms fastest, ${l.median_ms.toFixed(3)} median (${l.count} calls)`;

@@ -75,3 +75,24 @@ test("a kernel compiled again for other input strides says so under its race; th
   assert.equal(bad.length, 1);
   assert.match(bad[0].path, /layouts.*compiled/);
 });
+
+test("a kernel's linear layers: how many went to oneDNN, the time it saved there, GELUs fused; the schema checks the field", async () => {
+  const { gemmLine, gemmDetail } = await import("../build-test/race.mjs");
+  const gemm = [
+    { m: 256, k: 256, n: 1024, bias: true, library: "onednn", mkl_us: 1400, onednn_us: 1260, gelu: "tanh" },
+    { m: 256, k: 1024, n: 256, bias: true, library: "onednn", mkl_us: 1350, onednn_us: 1215, gelu: null },
+    { m: 256, k: 64, n: 64, bias: false, library: "mkl", mkl_us: 30, onednn_us: 45, gelu: null },
+  ];
+  const rows = raceRows({ inductor0: { ...REGIONS.inductor0, gemm }, inductor1: REGIONS.inductor1 });
+  assert.equal(rows[0].gemm, "linear layers: 2 of 3 products on oneDNN (10% less time than MKL there), 1 on MKL; GELU fused into 1");
+  assert.equal(rows[1].gemm, "");  // none chosen in this process: no line
+  assert.equal(gemmLine([{ ...gemm[0], mkl_us: null, onednn_us: null, gelu: null }]), "linear layers: 1 of 1 product on oneDNN");
+  assert.equal(gemmDetail(gemm).split("\n")[0], "256×256 @ 256×1024 + bias: oneDNN (MKL 1.400 ms, oneDNN 1.260 ms), GELU (tanh) fused");
+  assert.equal(gemmDetail([{ ...gemm[2], mkl_us: null }]), "256×64 @ 64×64: MKL (MKL not timed here, oneDNN 0.045 ms)");
+  const name = Object.keys(RECORD.regions)[0];
+  const region = { ...RECORD.regions[name], race: REGIONS.inductor0.race };
+  assert.deepEqual(checkPayload({ ...RECORD, regions: { ...RECORD.regions, [name]: { ...region, gemm } } }), []);
+  const bad = checkPayload({ ...RECORD, regions: { ...RECORD.regions, [name]: { ...region, gemm: [{ ...gemm[0], library: "blas" }] } } });
+  assert.equal(bad.length, 1);
+  assert.match(bad[0].path, /gemm/);
+});

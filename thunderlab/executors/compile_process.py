@@ -33,6 +33,7 @@ import torch
 
 from thunderlab.core.codegen import Printer, compile_program, default_namespace, python, symbol_module
 from thunderlab.core.trace import Trace
+from thunderlab.executors import gemm
 
 _lock = threading.Lock()
 _worker: subprocess.Popen | None = None
@@ -99,7 +100,7 @@ def request_specs(region: Trace, inputs: list) -> dict:
             raise Declined(f"{b.sym.qualname} differentiates {b.args[0]}, which is not importable from thunderlab.ops")
         symbols.setdefault(mod, []).append(attr)
     msg = {"name": region.name, "source": src, "symbols": {k: sorted(set(v)) for k, v in symbols.items()},
-           "inputs": inputs, "threads": torch.get_num_threads()}
+           "inputs": inputs, "threads": torch.get_num_threads(), "onednn_linear": gemm.enabled()}
     answer = _send(msg)
     if not answer.get("ok"):
         raise Declined(answer.get("reason", "the worker gave no reason"))
@@ -283,6 +284,7 @@ def load(answer: dict):
     def run(*args):
         return call([args[i] for i in order])
 
+    run.gemm = answer.get("gemm")  # the library each linear layer's product runs on, and why (see gemm.py)
     with open(answer["path"]) as f:
         return run, [f.read()]
 
@@ -303,6 +305,7 @@ def _compile(msg: dict) -> dict:
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     torch.set_num_threads(msg["threads"])  # Inductor's C++ kernels are written for the caller's thread count
+    gemm.set_enabled(msg.get("onednn_linear", True))  # as the caller has it (its shapes are timed here)
     g = default_namespace()
     for mod, attrs in msg["symbols"].items():  # each symbol runs its own implementation, as bind(traced=True)
         g[mod] = symbol_module(mod, {a: _resolve(f"{mod}.{a}").impl for a in attrs})
@@ -330,13 +333,13 @@ def _compile(msg: dict) -> dict:
     def backend(gm, example_inputs):
         sources = [getattr(getattr(n.meta.get("grapharg"), "source", None), "local_name", None)
                    for n in gm.graph.find_nodes(op="placeholder")]
-        compiled = compile_fx(gm, example_inputs, inner_compile=inner,
-                              config_patches={"cpp.enable_kernel_profile": True})  # as inductor.compile_region
+        compiled = compile_fx(gm, example_inputs, inner_compile=inner,  # as inductor.compile_region
+                              config_patches={"cpp.enable_kernel_profile": True, **gemm.config_patches()})
         captured.append(sources)
         return compiled
 
     guarded = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
-    with torch.no_grad():
+    with torch.no_grad(), gemm.collecting() as products:
         expected = guarded(*args)
     if len(captured) != 2:
         return {"ok": False, "reason": "TorchDynamo captured the region as more than one graph"}
@@ -349,7 +352,8 @@ def _compile(msg: dict) -> dict:
     if path is None or not os.path.exists(path):
         return {"ok": False, "reason": "Inductor wrote no module for the region"}
     answer = {"ok": True, "key": os.path.basename(path).removesuffix(".py"), "path": path,
-              "order": [names.index(s) for s in sources], "inputs_to_check": list(graph.inputs_to_check)}
+              "order": [names.index(s) for s in sources], "inputs_to_check": list(graph.inputs_to_check),
+              "gemm": products or None}
     # the module, called as the caller will call it, gives what the region gives
     run, _ = load(answer)
     with torch.no_grad():

@@ -15,7 +15,7 @@ from thunderlab.core.symbols import BoundSymbol, Kind, Symbol, Tag
 from thunderlab.core.trace import Trace
 from thunderlab.ops.rules import draws
 
-from . import compile_process
+from . import compile_process, gemm
 from .base import RunOptions, bind, register_executor
 from .fusion import FusionExecutor, torch_region
 
@@ -169,7 +169,7 @@ def recent_limit() -> int:
 
 def _key(region: Trace) -> tuple:
     return (region.python(source=False, comments=False, imports=False),
-            tuple((p.shape, p.dtype, p.device) for p in region.tensor_inputs()))
+            tuple((p.shape, p.dtype, p.device) for p in region.tensor_inputs()), gemm.enabled())
 
 
 def compile_region(key, region, args, *, elsewhere: bool = False):
@@ -202,16 +202,18 @@ def compile_region(key, region, args, *, elsewhere: bool = False):
                    for n in gm.graph.find_nodes(op="placeholder")]
         # each C++ kernel names itself to the torch profiler (thunderlab.profile lists cpp_fused_* per region);
         # outside a profile the mark costs a check of whether anything listens. A patch of this compile only.
-        compiled = compile_fx(gm, example_inputs, config_patches={"cpp.enable_kernel_profile": True})
+        compiled = compile_fx(gm, example_inputs,
+                              config_patches={"cpp.enable_kernel_profile": True, **gemm.config_patches()})
         captured.append((sources, compiled))
         return compiled
 
     traced = bind(region, traced=True)
     guarded = torch.compile(traced, backend=backend, fullgraph=True, dynamic=False)
-    with torch.no_grad():
+    with torch.no_grad(), gemm.collecting() as products:
         guarded(*args)  # compiles, with the first call's real inputs (their types and strides)
     source = kernel_source(compiled for _, compiled in captured)
     fn = _direct(region, captured, guarded)
+    fn.gemm = products or None
     captured.clear()  # TorchDynamo keeps every backend it was given, ``backend`` and this list with it
     if reason is not None:
         fn = _noted(fn, reason)
@@ -231,6 +233,7 @@ def _noted(fn, reason: str):
         return fn(*args)
 
     run.compiled_here_because = reason
+    run.gemm = getattr(fn, "gemm", None)
     return run
 
 
@@ -286,6 +289,7 @@ def _loaded(region: Trace, call):
         return eager(*args)
 
     run.compiled_in = "worker process"
+    run.gemm = getattr(call, "gemm", None)
     run.layouts = {}
     run.fallbacks = 0
     run.compiling = lambda: any(v is PENDING for v in list(run.layouts.values()))

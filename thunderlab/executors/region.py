@@ -175,6 +175,9 @@ class RegionRunner:
         # and why a background compile could not go to the worker (None when it went, or was never asked)
         self.compiled_in: str | None = None
         self.compiled_here_because: str | None = None
+        # per linear layer's product, the GEMM library Inductor's module calls and the times that chose it
+        # (executors/gemm.py); None where no pass ran (another executor, or Inductor's cache had the module)
+        self.gemm: list[dict] | None = None
         self.timing = timing
         self.times: dict[str, deque] = {}
         self._cuda = torch.device(device).type == "cuda"
@@ -233,6 +236,7 @@ class RegionRunner:
                     self.source = self.sources[self.executor] = source
                     self.compiled_in = getattr(fn, "compiled_in", "this process")
                     self.compiled_here_because = getattr(fn, "compiled_here_because", None)
+                    self.gemm = getattr(fn, "gemm", None)
                     if self._compile is not None:  # released while compiling: the kernel is not kept
                         self.versions[self.executor] = fn
                     self.fn, self.version = (fn if self._compile is not None else None), self.executor
@@ -424,6 +428,8 @@ class RegionRunner:
         layouts = self.layouts()
         if layouts is not None:
             out["layouts"] = layouts
+        if self.gemm:
+            out["gemm"] = self.gemm
         return out
 
     def layouts(self) -> dict | None:

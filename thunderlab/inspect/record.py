@@ -156,14 +156,16 @@ class CompileRecord:
     def timings(self) -> dict:
         """Per fusion region: which version runs, when it switched, count/median/min per version, its race
         (None when compiled with ``race=False``) and, for a kernel compiled again for other input strides, its
-        ``layouts`` (the layouts compiled since its first, whether one is compiling, the calls torch ran meanwhile).
+        ``layouts`` (the layouts compiled since its first, whether one is compiling, the calls torch ran meanwhile)
+        and, for an Inductor kernel with linear layers, ``gemm``: per product its shape, the library it runs on
+        (MKL or oneDNN) and the times that chose it (see ``thunderlab.executors.gemm``).
 
         As of the record's snapshot (see ``regions``); ``thunderlab.session(rec).timings()`` reads the running
         regions of a live record.
         """
         return {name: {"executor": r["executor"], "running": r["version"], "error": r["error"],
                        "history": r["history"], "timings": r["timings"], "race": r.get("race"),
-                       "layouts": r.get("layouts")}
+                       "layouts": r.get("layouts"), "gemm": r.get("gemm")}
                 for name, r in self.regions.items()}
 
     @property

@@ -154,6 +154,8 @@ class RecordPayload:
                 out[name]["race"] = jsonable(r["race"])
             if r.get("layouts") is not None:  # a worker's kernel, compiled again for other input strides
                 out[name]["layouts"] = jsonable(r["layouts"])
+            if r.get("gemm"):  # the library each linear layer's product runs on (executors/gemm.py)
+                out[name]["gemm"] = jsonable(r["gemm"])
         return out
 
     def summary(self) -> dict:

@@ -105,6 +105,8 @@ class Session:
                 out[name]["race"] = s["race"]
             if s.get("layouts") is not None:
                 out[name]["layouts"] = s["layouts"]
+            if s.get("gemm"):
+                out[name]["gemm"] = s["gemm"]
         return out
 
     def refresh(self) -> None:

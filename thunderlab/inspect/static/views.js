@@ -1454,6 +1454,22 @@ after:  ${b}`)
     if (l.fallback_calls) parts.push(`${l.fallback_calls} call${l.fallback_calls === 1 ? "" : "s"} ran torch meanwhile (left out of the race)`);
     return parts.join("; ");
   }
+  function gemmLine(g) {
+    if (!g || !g.length) return "";
+    const dnn = g.filter((x) => x.library === "onednn");
+    const timed = dnn.filter((x) => x.mkl_us != null && x.onednn_us != null);
+    const mkl = timed.reduce((a, x) => a + x.mkl_us, 0), one = timed.reduce((a, x) => a + x.onednn_us, 0);
+    let out = `linear layers: ${dnn.length} of ${g.length} product${g.length === 1 ? "" : "s"} on oneDNN`;
+    if (timed.length && mkl > 0) out += ` (${Math.round(100 * (1 - one / mkl))}% less time than MKL there)`;
+    if (g.length > dnn.length) out += `, ${g.length - dnn.length} on MKL`;
+    const gelu = dnn.filter((x) => x.gelu).length;
+    if (gelu) out += `; GELU fused into ${gelu}`;
+    return out;
+  }
+  function gemmDetail(g) {
+    const us2 = (v) => v == null ? "not timed here" : `${(v / 1e3).toFixed(3)} ms`;
+    return (g ?? []).map((x) => `${x.m}×${x.k} @ ${x.k}×${x.n}${x.bias ? " + bias" : ""}: ${x.library === "onednn" ? "oneDNN" : "MKL"} (MKL ${us2(x.mkl_us)}, oneDNN ${us2(x.onednn_us)})${x.gelu ? `, GELU (${x.gelu}) fused` : ""}`).join("\n");
+  }
   function raceRows(regions) {
     const rows = [];
     for (const [region, r] of Object.entries(regions)) {
@@ -1474,7 +1490,16 @@ after:  ${b}`)
       const max = Math.max(1e-12, ...lanes.map((l) => l.min_ms ?? 0));
       for (const l of lanes) l.frac = l.min_ms === null ? 0 : l.min_ms / max;
       lanes.sort((a, b) => (a.min_ms ?? Infinity) - (b.min_ms ?? Infinity));
-      rows.push({ region, state: race.state, winner: race.winner, why: race.why, lanes, layouts: layoutsLine(r.layouts) });
+      rows.push({
+        region,
+        state: race.state,
+        winner: race.winner,
+        why: race.why,
+        lanes,
+        layouts: layoutsLine(r.layouts),
+        gemm: gemmLine(r.gemm),
+        gemmDetail: gemmDetail(r.gemm)
+      });
     }
     return rows;
   }
@@ -1508,6 +1533,7 @@ after:  ${b}`)
         h("div", { class: "tl-race-why", style: "font-size:12px" }, h("b", {}, r.region), `: ${r.why}`)
       );
       if (r.layouts) block.append(h("div", { class: "tl-muted tl-race-layouts", style: "font-size:11px" }, r.layouts));
+      if (r.gemm) block.append(h("div", { class: "tl-muted tl-race-gemm", style: "font-size:11px", title: r.gemmDetail }, r.gemm));
       for (const l of r.lanes) {
         const label = l.median_ms === null ? `${l.version}: not timed yet` : `${l.version}${l.winner ? " ✓" : ""}: ${l.min_ms.toFixed(3)} ms fastest, ${l.median_ms.toFixed(3)} median (${l.count} calls)`;
         block.append(h(
@@ -1786,6 +1812,25 @@ after:  ${b}`)
               compiled: { type: "integer", minimum: 0, description: "input layouts compiled besides the first" },
               compiling: { type: "boolean", description: "whether one is compiling now" },
               fallback_calls: { type: "integer", minimum: 0, description: "calls torch ran while their layout compiled, or after its compile failed" }
+            }
+          },
+          gemm: {
+            type: "array",
+            description: "an Inductor kernel's linear layers, one per product: the GEMM library its module calls and the times that chose it (thunderlab/executors/gemm.py); absent where no choice was made in this process (another executor, or Inductor's cache had the module)",
+            items: {
+              type: "object",
+              required: ["m", "k", "n", "bias", "library"],
+              additionalProperties: false,
+              properties: {
+                m: { type: "integer" },
+                k: { type: "integer" },
+                n: { type: "integer" },
+                bias: { type: "boolean" },
+                library: { enum: ["mkl", "onednn"] },
+                mkl_us: { type: ["number", "null"], description: "MKL's fastest call on this shape, microseconds (null: not timed in this process)" },
+                onednn_us: { type: ["number", "null"], description: "oneDNN's fastest call on this shape" },
+                gelu: { type: ["string", "null"], description: "a GELU that follows the product and became oneDNN's post-op: its approximate ('none' or 'tanh')" }
+              }
             }
           }
         }
