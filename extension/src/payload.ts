@@ -74,7 +74,9 @@ export interface Region {
   gemm?: Gemm[];
 }
 /** One linear layer's product (m x k by k x n): the library it runs on, both libraries' fastest calls when timed, a fused GELU. */
-export interface Gemm { m: number; k: number; n: number; bias: boolean; library: "mkl" | "onednn"; mkl_us?: number | null; onednn_us?: number | null; gelu?: string | null }
+export interface Gemm { m: number; k: number; n: number; bias: boolean; library: "mkl" | "onednn"; mkl_us?: number | null; onednn_us?: number | null; gelu?: string | null;
+  /** the product is x @ w.t(): each operand row-major ("rows") or the transpose of a row-major tensor ("cols") */
+  x?: "rows" | "cols"; w?: "rows" | "cols" }
 /** The layouts a region's kernel was compiled for besides its first call's, one compiling now, and the calls torch ran meanwhile. */
 export interface Layouts { compiled: number; compiling: boolean; fallback_calls: number }
 /** One collective's exchanges as timed with timing=True: in flight (issue to its wait returning) and blocked in the wait. */

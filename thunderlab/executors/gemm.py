@@ -14,12 +14,15 @@ process) and uses oneDNN only where it took at most ``MARGIN`` of MKL's time. A 
 as oneDNN's post-op, which makes no pass of its own over the result: where oneDNN wins, it becomes that post-op.
 
 The rewrite is an Inductor post-grad pass (``LinearPass``) over the graphs thunderlab's regions hand Inductor:
-``addmm(bias, x, w.t())`` and ``mm(x, w.t())`` with a contiguous 2-D ``x`` and row-major ``w`` (a linear layer,
-as AOTAutograd writes ``F.linear``) become ``thunderlab::onednn_linear(x, w, bias)``, which Inductor lowers to
-an extern call of ``mkldnn._linear_pointwise`` in the module it writes (its source says so). The backward's
-products, whose operands are transposed, keep MKL. ``choices()`` lists every shape timed and the verdict;
-``set_enabled(False)`` (or ``THUNDERLAB_ONEDNN_LINEAR=0`` in the environment, which the compile worker reads
-too) keeps MKL everywhere.
+each float32 ``addmm(bias, a, b)`` or ``mm(a, b)`` whose operands are row-major or transposed (a linear layer
+as AOTAutograd writes ``F.linear``, ``x @ w.t()``; Hugging Face's ``Conv1D``, ``x @ w``; a backward's
+``grad @ w`` and ``grad.t() @ x``) is timed in its own layouts, and where oneDNN wins it becomes
+``thunderlab::onednn_linear(a, b.t(), bias)``. With both of those row-major, Inductor lowers it to an extern
+call of ``mkldnn._linear_pointwise`` in the module it writes (its source says so); otherwise it is
+``thunderlab::onednn_linear_strided``, which Inductor calls with the operands' strides as they are (oneDNN
+reads transposed operands itself) through the op's Python kernel, a few microseconds a call that the timing
+includes. ``choices()`` lists every shape timed and the verdict; ``set_enabled(False)`` (or
+``THUNDERLAB_ONEDNN_LINEAR=0`` in the environment, which the compile worker reads too) keeps MKL everywhere.
 """
 from __future__ import annotations
 
@@ -73,43 +76,54 @@ def collecting():
         _local.used = before
 
 
-def _note(m: int, k: int, n: int, bias: bool, onednn: bool, gelu: str | None = None) -> None:
+def _note(m: int, k: int, n: int, bias: bool, onednn: bool, gelu: str | None = None,
+          layouts: tuple[str, str] = ("rows", "rows")) -> None:
     used = getattr(_local, "used", None)
     if used is None:
         return
     with _lock:
-        timed = _choices.get((m, k, n, bias, torch.float32, torch.get_num_threads(), gelu))
-    used.append({"m": m, "k": k, "n": n, "bias": bias, "library": "onednn" if onednn else "mkl",
+        timed = _choices.get((m, k, n, bias, torch.float32, torch.get_num_threads(), gelu, *layouts))
+    used.append({"m": m, "k": k, "n": n, "bias": bias, "x": layouts[0], "w": layouts[1],
+                 "library": "onednn" if onednn else "mkl",
                  "mkl_us": timed["mkl_us"] if timed else None, "onednn_us": timed["onednn_us"] if timed else None,
                  "gelu": gelu if onednn else None})  # a GELU fused as oneDNN's post-op (timed with it either way)
 
 
-def _linear(x, w, b):
-    return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+def _operand(rows: int, cols: int, layout: str, g: torch.Generator, dtype) -> torch.Tensor:
+    """A (rows x cols) tensor, row-major (``"rows"``) or the transpose of a row-major one (``"cols"``)."""
+    if layout == "rows":
+        return torch.randn(rows, cols, generator=g, dtype=dtype)
+    return torch.randn(cols, rows, generator=g, dtype=dtype).t()
 
 
 def faster_with_onednn(m: int, k: int, n: int, bias: bool, dtype: torch.dtype = torch.float32,
-                       gelu: str | None = None) -> bool:
-    """Whether oneDNN's linear beats MKL's addmm/mm for (m x k) @ (k x n) here, timed once per shape. With
+                       gelu: str | None = None, x_layout: str = "rows", w_layout: str = "rows") -> bool:
+    """Whether oneDNN's linear beats MKL's addmm/mm for (m x k) @ (k x n) here, timed once per shape and layout.
+
+    The product is ``x @ w.t()`` with ``x`` (m x k) and ``w`` (n x k) each ``"rows"`` (row-major) or ``"cols"``
+    (the transpose of a row-major tensor); oneDNN is timed as the op the pass would put in the graph. With
     ``gelu`` (its ``approximate``) a GELU follows: MKL's product then ATen's GELU against oneDNN's product with
     the GELU as its post-op."""
-    key = (m, k, n, bias, dtype, torch.get_num_threads(), gelu)
+    key = (m, k, n, bias, dtype, torch.get_num_threads(), gelu, x_layout, w_layout)
     with _lock:
         hit = _choices.get(key)
     if hit is not None:
         return hit["onednn"]
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(m, k, generator=g, dtype=dtype)
-    w = torch.randn(n, k, generator=g, dtype=dtype)
+    x = _operand(m, k, x_layout, g, dtype)
+    w = _operand(n, k, w_layout, g, dtype)
     b = torch.randn(n, generator=g, dtype=dtype) if bias else None
     wt = w.t()
     mkl = (lambda: torch.addmm(b, x, wt)) if bias else (lambda: torch.mm(x, wt))
-    if gelu is None:
-        runs = {"mkl": mkl, "onednn": lambda: _linear(x, w, b)}
+    attr, post = ("none", "") if gelu is None else ("gelu", "tanh" if gelu == "tanh" else "none")
+    if x_layout == w_layout == "rows":
+        def onednn():
+            return torch.ops.mkldnn._linear_pointwise(x, w, b, attr, [], post)
     else:
-        post = "tanh" if gelu == "tanh" else "none"
-        runs = {"mkl": lambda: torch.nn.functional.gelu(mkl(), approximate=gelu),
-                "onednn": lambda: torch.ops.mkldnn._linear_pointwise(x, w, b, "gelu", [], post)}
+        def onednn():
+            return torch.ops.thunderlab.onednn_linear_strided(x, w, b, attr, post)
+    runs = {"mkl": mkl if gelu is None else (lambda: torch.nn.functional.gelu(mkl(), approximate=gelu)),
+            "onednn": onednn}
     best = {}
     with torch.no_grad():
         for name, f in runs.items():  # untimed: first-call setup (oneDNN builds its primitive)
@@ -126,8 +140,9 @@ def faster_with_onednn(m: int, k: int, n: int, bias: bool, dtype: torch.dtype = 
     verdict = best["onednn"] <= MARGIN * best["mkl"]
     with _lock:
         _choices[key] = {"m": m, "k": k, "n": n, "bias": bias, "dtype": str(dtype).removeprefix("torch."),
-                         "threads": key[5], "gelu": gelu, "mkl_us": round(best["mkl"] * 1e6, 1),
-                         "onednn_us": round(best["onednn"] * 1e6, 1), "onednn": verdict}
+                         "threads": key[5], "gelu": gelu, "x": x_layout, "w": w_layout,
+                         "mkl_us": round(best["mkl"] * 1e6, 1), "onednn_us": round(best["onednn"] * 1e6, 1),
+                         "onednn": verdict}
     return verdict
 
 
@@ -144,6 +159,20 @@ def _onednn_linear_cpu(x, w, b, attr="none", algorithm=""):
 
 @torch.library.register_fake("thunderlab::onednn_linear", lib=_lib)
 def _onednn_linear_fake(x, w, b, attr="none", algorithm=""):
+    return x.new_empty((*x.shape[:-1], w.shape[0]))
+
+
+# the same for operands in any strides: no Inductor lowering, so Inductor calls it as it is (its kernel below)
+_lib.define("onednn_linear_strided(Tensor x, Tensor w, Tensor? b, str attr='none', str algorithm='') -> Tensor")
+
+
+@torch.library.impl(_lib, "onednn_linear_strided", "CPU")
+def _onednn_linear_strided_cpu(x, w, b, attr="none", algorithm=""):
+    return torch.ops.mkldnn._linear_pointwise(x, w, b, attr, [], algorithm)
+
+
+@torch.library.register_fake("thunderlab::onednn_linear_strided", lib=_lib)
+def _onednn_linear_strided_fake(x, w, b, attr="none", algorithm=""):
     return x.new_empty((*x.shape[:-1], w.shape[0]))
 
 
@@ -169,49 +198,59 @@ def _register_lowering() -> None:
 
 # ---- the post-grad pass ----
 
-def _plain_weight(node) -> torch.fx.Node | None:
-    """``w`` where ``node`` is ``w.t()`` (``permute(w, [1, 0])``) of a row-major 2-D ``w``, else None."""
+def _layout(val) -> str | None:
+    """"rows" for a row-major 2-D tensor, "cols" for the transpose of one, else None."""
+    if val.is_contiguous():
+        return "rows"
+    return "cols" if val.t().is_contiguous() else None
+
+
+def _weight(b: torch.fx.Node) -> tuple[torch.fx.Node | None, str | None]:
+    """The ``w`` with ``b == w.t()`` already in the graph (``b`` a ``permute(w, [1, 0])``), or None where the pass
+    must add one; and the layout ``w`` has ("rows", "cols"), None where oneDNN cannot read it."""
     aten = torch.ops.aten
-    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
-        return None
-    if node.target is aten.permute.default and list(node.args[1]) == [1, 0]:
-        w = node.args[0]
-    elif node.target is aten.t.default:
-        w = node.args[0]
-    else:
-        return None
-    val = w.meta.get("val") if isinstance(w, torch.fx.Node) else None
-    if val is None or val.dim() != 2 or not val.is_contiguous():
-        return None
-    return w
+    if b.op == "call_function" and (b.target is aten.t.default or (
+            b.target is aten.permute.default and list(b.args[1]) == [1, 0])):
+        w = b.args[0]
+        val = w.meta.get("val") if isinstance(w, torch.fx.Node) else None
+        if val is not None and val.dim() == 2:
+            return w, _layout(val)
+    layout = _layout(b.meta["val"])
+    return None, {"rows": "cols", "cols": "rows", None: None}[layout]
 
 
 def _eligible(node) -> tuple | None:
-    """(x, w, bias) for a linear layer's product that may go to oneDNN, else None."""
+    """(x, b, bias, w or None, x's layout, w's layout) for a product ``x @ b`` (``b`` is ``w.t()``) that may go to
+    oneDNN, else None."""
     aten = torch.ops.aten
     if node.op != "call_function" or node.target not in (aten.addmm.default, aten.mm.default):
         return None
     if node.target is aten.addmm.default:
         if node.kwargs.get("beta", 1) != 1 or node.kwargs.get("alpha", 1) != 1 or len(node.args) != 3:
             return None
-        bias, x, wt = node.args
+        bias, x, b = node.args
     else:
         if len(node.args) != 2 or node.kwargs:
             return None
-        bias, (x, wt) = None, node.args
-    w = _plain_weight(wt)
-    vals = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in (x, w, bias, node)]
-    if w is None or not isinstance(x, torch.fx.Node) or any(v is None for v in (vals[0], vals[1], vals[3])):
+        bias, (x, b) = None, node.args
+    if not isinstance(x, torch.fx.Node) or not isinstance(b, torch.fx.Node):
         return None
-    xv, wv, bv, out = vals
-    if any(v.device.type != "cpu" or v.dtype != torch.float32 for v in (xv, wv, out)):
+    xv, bv, out = x.meta.get("val"), b.meta.get("val"), node.meta.get("val")
+    if xv is None or bv is None or out is None:
         return None
-    if xv.dim() != 2 or not xv.is_contiguous() or any(not isinstance(s, int) for s in (*xv.shape, *wv.shape)):
+    if any(v.device.type != "cpu" or v.dtype != torch.float32 or v.dim() != 2 for v in (xv, bv, out)):
         return None
-    if bias is not None and (bv is None or bv.dtype != torch.float32 or tuple(bv.shape) != (wv.shape[0],)
-                             or not bv.is_contiguous()):
+    if any(not isinstance(s, int) for s in (*xv.shape, *bv.shape)):
         return None
-    return x, w, bias
+    if bias is not None:
+        biv = bias.meta.get("val") if isinstance(bias, torch.fx.Node) else None
+        if biv is None or biv.dtype != torch.float32 or tuple(biv.shape) != (bv.shape[1],) or not biv.is_contiguous():
+            return None
+    w, w_layout = _weight(b)
+    x_layout = _layout(xv)
+    if x_layout is None or w_layout is None:
+        return None
+    return x, b, bias, w, x_layout, w_layout
 
 
 _POINTWISE = {"mul.Tensor", "add.Tensor", "sub.Tensor", "div.Tensor", "tanh.default", "erf.default",
@@ -270,20 +309,22 @@ def _gelu_after(graph: torch.fx.Graph, product: torch.fx.Node) -> tuple | None:
     return None if found is None else (y, *found)
 
 
-def _replace(graph: torch.fx.Graph, product: torch.fx.Node, x, w, bias, gelu: tuple | None) -> None:
-    """``product`` as one oneDNN call; with ``gelu`` (from ``_gelu_after``) the GELU is the call's post-op, so
-    no kernel of its own makes a pass over the product's result."""
+def _replace(graph: torch.fx.Graph, product: torch.fx.Node, x, b, bias, w, strided: bool,
+             gelu: tuple | None) -> None:
+    """``product`` (``x @ b``, ``b == w.t()``) as one oneDNN call; with ``gelu`` (from ``_gelu_after``) the GELU
+    is the call's post-op, so no kernel of its own makes a pass over the product's result."""
+    op = torch.ops.thunderlab.onednn_linear_strided.default if strided else torch.ops.thunderlab.onednn_linear.default
+    with graph.inserting_before(product):
+        if w is None:
+            w = graph.call_function(torch.ops.aten.permute.default, (b, [1, 0]))
+            w.meta["val"] = b.meta["val"].t()
+        args = (x, w, bias) if gelu is None else (x, w, bias, "gelu", "tanh" if gelu[2] == "tanh" else "none")
+        new = graph.call_function(op, args)
+    new.meta.update(product.meta)
     if gelu is None:
-        with graph.inserting_before(product):
-            new = graph.call_function(torch.ops.thunderlab.onednn_linear.default, (x, w, bias))
-        new.meta.update(product.meta)
         product.replace_all_uses_with(new)
         return
-    y, out, approximate = gelu
-    with graph.inserting_before(product):
-        new = graph.call_function(torch.ops.thunderlab.onednn_linear.default,
-                                  (x, w, bias, "gelu", "tanh" if approximate == "tanh" else "none"))
-    new.meta.update(product.meta)
+    y, out, _ = gelu
     if y is product:
         out.replace_all_uses_with(new)
         return
@@ -308,20 +349,20 @@ class LinearPass(CustomGraphPass):
             found = _eligible(node)
             if found is None:
                 continue
-            x, w, bias = found
-            (m, k), n = x.meta["val"].shape, w.meta["val"].shape[0]
+            x, b, bias, w, x_layout, w_layout = found
+            (m, k), n = x.meta["val"].shape, b.meta["val"].shape[1]
             shape = (int(m), int(k), int(n), bias is not None)
             gelu = _gelu_after(graph, node)
             approximate = gelu[2] if gelu else None
-            onednn = faster_with_onednn(*shape, gelu=approximate)
-            _note(*shape, onednn=onednn, gelu=approximate)
+            onednn = faster_with_onednn(*shape, gelu=approximate, x_layout=x_layout, w_layout=w_layout)
+            _note(*shape, onednn=onednn, gelu=approximate, layouts=(x_layout, w_layout))
             if onednn:
-                _replace(graph, node, x, w, bias, gelu)
+                _replace(graph, node, x, b, bias, w, (x_layout, w_layout) != ("rows", "rows"), gelu)
         graph.eliminate_dead_code()
 
     def uuid(self):
         # the verdicts are this machine's: a module cached with MKL or oneDNN for a shape is right either way
-        return f"thunderlab-onednn-linear-3-{MARGIN}"
+        return f"thunderlab-onednn-linear-4-{MARGIN}"
 
 
 def config_patches() -> dict:
