@@ -4,7 +4,8 @@ Times, with ``thunderlab.executors.gemm.faster_with_onednn`` (the fastest of up 
 random inputs), every linear layer's shape that the model zoo's forwards meet (batch 4, sequence 16, each
 model's small configuration; shapes found with forward hooks on ``nn.Linear``), and a set of common sizes: the
 nanoGPT block's (4 x 64 tokens, width 256), GPT-2 small's and a LLaMA-style MLP's at 64 and 512 tokens, with
-and without a GELU after the product. Says which library each gets and what share of MKL's time oneDNN took.
+and without a GELU after the product (where oneDNN need only match MKL: the GELU becomes its post-op). Says
+which library each gets and what share of MKL's time oneDNN took.
 
 Run:  .venv/bin/python benchmarks/gemm_choice.py [--threads 1] [--no-zoo] [--out PATH]
 """

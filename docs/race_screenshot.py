@@ -2,7 +2,8 @@
 
 The nanoGPT block (thunderlab.examples) is compiled with Inductor fusion and timing on, and called until
 each region's race is over: its calls took turns between torch and the Inductor kernel, and the panel
-shows each version's calls, fastest call and median, the race's bars, the version kept and why. Runs JupyterLab with
+shows each version's calls, fastest call and median, the race's bars, the version kept and why, and which library
+its linear layers' products run on (the kernel compiles in an empty Inductor cache). Runs JupyterLab with
 temporary dirs and this checkout's built extension (`make lab`) in Debian's headless Chromium.
   .venv/bin/python docs/race_screenshot.py docs/race.png
 ``--train phi3`` trains a model of the zoo instead, on one thread (docs/race-phi3-training.png): the forward's and the
@@ -41,6 +42,9 @@ TRAIN = (
 )
 
 CELL = TRAIN if a.train else (
+    "import os, tempfile\n"
+    "# an empty Inductor cache: the kernel is compiled, and its linear layers' library chosen, in this session\n"
+    "os.environ['TORCHINDUCTOR_CACHE_DIR'] = tempfile.mkdtemp(prefix='thunderlab-race-')\n"
     "import torch, thunderlab\n"
     "from thunderlab.examples import EXAMPLES\n"
     "block, (x,) = EXAMPLES['nanogpt_block']()\n"

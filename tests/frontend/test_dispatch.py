@@ -413,3 +413,36 @@ def test_a_forward_with_a_declared_signature_runs_directly():
     for _ in range(3):
         torch.testing.assert_close(j(x, scale=3.0), x * 3.0)
     assert _direct(j) >= 2, j.direct.why_not
+
+
+def test_a_self_star_args_star_kwargs_forward_fills_its_frame_without_binding(monkeypatch):
+    """A decorated forward's frame is ``(self, *args, **kwargs)``: its locals are the module and the arguments as
+    they come, so a direct call binds nothing (``inspect`` costs microseconds a call), and a call with other
+    keywords still fails the guards and compiles again."""
+    class Decorated(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(6, 3)
+
+        @_passing_through
+        def forward(self, x, bias=None, scale=1.0):
+            out = self.lin(x) * scale
+            return out if bias is None else out + bias
+
+    m = Decorated()
+    j = thunderlab.jit(m)
+    x, b = torch.randn(2, 6), torch.randn(3)
+    binds = []
+    bind = inspect.Signature.bind
+    monkeypatch.setattr(inspect.Signature, "bind", lambda self, *a, **k: binds.append(1) or bind(self, *a, **k))
+    with torch.no_grad():
+        torch.testing.assert_close(j(x=x, bias=b), m(x=x, bias=b))  # compiled by Dynamo (which binds, tracing)
+        binds.clear()
+        for _ in range(2):
+            torch.testing.assert_close(j(x=x, bias=b), m(x=x, bias=b))
+        hits = _direct(j)
+        assert hits >= 2 and binds == [], j.direct.why_not
+        for _ in range(3):  # other keywords: Dynamo compiles for them, then they run directly too
+            torch.testing.assert_close(j(x=x, scale=0.5), m(x=x, scale=0.5))
+            torch.testing.assert_close(j(x=x, bias=-b), m(x=x, bias=-b))
+    assert _direct(j) >= hits + 4, j.direct.why_not

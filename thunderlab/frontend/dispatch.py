@@ -143,6 +143,10 @@ class DirectCalls:
         # a wrapper written (*args, **kwargs): its frame's locals are the two as they come
         self._star = (varargs == inspect.CO_VARARGS | inspect.CO_VARKEYWORDS and not code.co_argcount
                       and not code.co_kwonlyargcount and self.bound is None)
+        # a method written (self, *args, **kwargs) (Hugging Face's forward decorators) called on its module: the
+        # frame's locals are the module and the two as they come, with no signature to bind them by
+        self._star_method = (varargs == inspect.CO_VARARGS | inspect.CO_VARKEYWORDS and code.co_argcount == 1
+                             and not code.co_kwonlyargcount and self.bound is not None)
 
     def __call__(self, args: tuple, kwargs: dict):
         """The call's result, or ``MISS`` when it must go through Dynamo."""
@@ -195,6 +199,9 @@ class DirectCalls:
             frame_locals = dict(zip(self._names, lead + args))
         elif self._star:
             frame_locals = {self.code.co_varnames[0]: args, self.code.co_varnames[1]: kwargs}
+        elif self._star_method:
+            names = self.code.co_varnames
+            frame_locals = {names[0]: self.bound, names[1]: args, names[2]: kwargs}
         else:
             try:
                 bound = self._signature().bind(*lead, *args, **kwargs)

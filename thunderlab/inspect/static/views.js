@@ -1827,6 +1827,8 @@ after:  ${b}`)
                 n: { type: "integer" },
                 bias: { type: "boolean" },
                 library: { enum: ["mkl", "onednn"] },
+                x: { enum: ["rows", "cols"], description: "the product is x @ w.t(), x (m x k) and w (n x k) each row-major ('rows') or the transpose of a row-major tensor ('cols')" },
+                w: { enum: ["rows", "cols"] },
                 mkl_us: { type: ["number", "null"], description: "MKL's fastest call on this shape, microseconds (null: not timed in this process)" },
                 onednn_us: { type: ["number", "null"], description: "oneDNN's fastest call on this shape" },
                 gelu: { type: ["string", "null"], description: "a GELU that follows the product and became oneDNN's post-op: its approximate ('none' or 'tanh')" }
