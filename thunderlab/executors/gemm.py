@@ -4,9 +4,9 @@ On CPU, float32 ``addmm`` and ``mm`` run Intel MKL's ``sgemm``, and Inductor cal
 prepacked oneDNN linear needs frozen weights; ``torch.compile`` with ``freezing`` still picks MKL for float32).
 oneDNN's matmul (``torch.ops.mkldnn._linear_pointwise``) takes the same unpacked weight, so it serves a
 training step whose weights change, and on some CPUs it is much the faster: on an AMD EPYC with AVX-512, one
-thread, a (256 x 256) by (256 x 768) linear takes 1.35 ms with MKL and 1.19 ms with oneDNN, (64 x 768) by
-(768 x 3072) 4.7 ms and 3.7 ms; for small matrices oneDNN's fixed cost loses (64 x 128 by 128 x 128: 38 us
-against 50 us). Which wins depends on the CPU, the shapes and the thread count, so nothing is assumed: the
+thread, a (256 x 256) by (256 x 768) linear takes 1.25 ms with MKL and 1.05 ms with oneDNN, (512 x 768) by
+(768 x 3072) 29.6 ms and 24.1 ms; for small matrices oneDNN's fixed cost loses (64 x 128 by 128 x 128: 27 us
+against 40 us; benchmarks/gemm_choice.py). Which wins depends on the CPU, the shapes and the thread count, so nothing is assumed: the
 first time a compile meets a shape it times both libraries on it (random inputs of that shape, alternating,
 the fastest of several calls each; a few milliseconds per shape, in the process that compiles, once per
 process) and uses oneDNN only where it took at most ``MARGIN`` of MKL's time. A GELU that alone reads the product
