@@ -6,12 +6,12 @@ oneDNN's matmul (``torch.ops.mkldnn._linear_pointwise``) takes the same unpacked
 training step whose weights change, and on some CPUs it is much the faster: on an AMD EPYC with AVX-512, one
 thread, a (256 x 256) by (256 x 768) linear takes 1.25 ms with MKL and 1.05 ms with oneDNN, (512 x 768) by
 (768 x 3072) 29.6 ms and 24.1 ms; for small matrices oneDNN's fixed cost loses (64 x 128 by 128 x 128: 27 us
-against 40 us; benchmarks/gemm_choice.py). Which wins depends on the CPU, the shapes and the thread count, so nothing is assumed: the
-first time a compile meets a shape it times both libraries on it (random inputs of that shape, alternating,
-the fastest of several calls each; a few milliseconds per shape, in the process that compiles, once per
-process) and uses oneDNN only where it took at most ``MARGIN`` of MKL's time. A GELU that alone reads the product
-(recognised by what its calls compute, tanh or erf) becomes oneDNN's post-op, which makes no pass of its own over
-the result; for such a product oneDNN need only be as fast as MKL.
+against 40 us; benchmarks/gemm_choice.py). Which wins depends on the CPU, the shapes and the thread count,
+so nothing is assumed: the first time a compile meets a shape it times both libraries on it (random inputs of
+that shape, alternating, the fastest of several calls each; a few milliseconds per shape, in the process that
+compiles, once per process) and uses oneDNN only where it took at most ``MARGIN`` of MKL's time. A GELU that
+alone reads the product (recognised by what its calls compute, tanh or erf) becomes oneDNN's post-op, which
+makes no pass of its own over the result; for such a product oneDNN need only be as fast as MKL.
 
 The rewrite is an Inductor post-grad pass (``LinearPass``) over the graphs thunderlab's regions hand Inductor:
 each float32 ``addmm(bias, a, b)`` or ``mm(a, b)`` whose operands are row-major or transposed (a linear layer

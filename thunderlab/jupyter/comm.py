@@ -32,7 +32,8 @@ def _timings(i: int, r) -> dict:
     refresh([r])
     return {"record": i, "regions": {n: {"executor": s["executor"], "version": s["version"],
                                          "device": s.get("device", "cpu"), "timings": jsonable(s["timings"]),
-                                         "race": jsonable(s.get("race"))}
+                                         "race": jsonable(s.get("race")), "layouts": jsonable(s.get("layouts")),
+                                         "gemm": jsonable(s.get("gemm"))}
                                      for n, s in r.regions.items()},
             "communication": jsonable(r.communication)}
 

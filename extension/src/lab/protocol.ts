@@ -2,7 +2,7 @@
 // their replies and the events it pushes. Version 1.
 import type { TraceText } from "../calldiff";
 import type { Kernels } from "../kernels";
-import type { Communication, Payload, Race, Trace } from "../payload";
+import type { Communication, Gemm, Layouts, Payload, Race, Trace } from "../payload";
 
 export const PROTOCOL = 1;
 export const TARGET = "thunderlab";
@@ -20,6 +20,10 @@ export interface RegionTimings {
   timings: Record<string, { count: number; median_s: number; min_s: number }>;
   /** the region's race (null when compiled with race=False; absent from kernels older than the race) */
   race?: Race | null;
+  /** a worker's kernel compiled again for other input strides (null for other kernels) */
+  layouts?: Layouts | null;
+  /** an Inductor kernel's linear layers: the GEMM library each product runs on (null where none was chosen here) */
+  gemm?: Gemm[] | null;
 }
 export interface TimingsEvent {
   record: number; regions: Record<string, RegionTimings>;
