@@ -6,6 +6,7 @@ import torch
 import torch.nn as nn
 
 import thunderlab
+from thunderlab.core import fastpaths
 from thunderlab.executors import gemm
 
 INDUCTOR = "dce,cse,claim{executors=inductor+torch},fuse,del"
@@ -168,5 +169,8 @@ def test_each_shape_is_timed_once_and_the_verdict_says_both_times():
 def test_switched_off_no_compile_gets_the_pass(monkeypatch):
     monkeypatch.setattr(gemm, "_enabled", True)
     assert isinstance(gemm.config_patches()["post_grad_custom_post_pass"], gemm.LinearPass)
+    with fastpaths.fast_paths(False):  # one of the fast paths: off with them all
+        assert gemm.config_patches() == {}
+    assert gemm.config_patches()
     gemm.set_enabled(False)
     assert gemm.config_patches() == {}

@@ -12,6 +12,7 @@ printed direct-call checks  frontend/guards.py, bytecode.py       Dynamo's guard
 aten entry points           executors/torch.py (implementation)   ``torch.ops.aten.x(...)`` as written
 GELU kernel by size         executors/torch.py (NATIVE_GELU_...)  eager's kernel choice everywhere
 Inductor graph, unguarded   executors/inductor.py (_direct)       TorchDynamo's guarded function
+linear layers on oneDNN     executors/gemm.py (LinearPass)        MKL's GEMM for every product
 compiles in a worker        executors/compile_process.py          tiered compiles on a thread here
 autograd.Function C++ apply runtime/autograd.py                   ``Function.apply``
 metadata checked once       core/verify.py (meta_ok, checked)     every call's meta re-derived

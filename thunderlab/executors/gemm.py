@@ -22,7 +22,8 @@ call of ``mkldnn._linear_pointwise`` in the module it writes (its source says so
 ``thunderlab::onednn_linear_strided``, which Inductor calls with the operands' strides as they are (oneDNN
 reads transposed operands itself) through the op's Python kernel, a few microseconds a call that the timing
 includes. ``choices()`` lists every shape timed and the verdict; ``set_enabled(False)`` (or
-``THUNDERLAB_ONEDNN_LINEAR=0`` in the environment, which the compile worker reads too) keeps MKL everywhere.
+``THUNDERLAB_ONEDNN_LINEAR=0`` in the environment, which the compile worker reads too) keeps MKL everywhere, and
+so does turning every fast path off (it is one: see ``thunderlab.core.fastpaths``).
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ import threading
 import time
 
 import torch
+
+from thunderlab.core import fastpaths
 
 MARGIN = 0.97  # oneDNN is used where its fastest call took at most this share of MKL's
 CALLS = 7  # timed calls of each library per shape (after one untimed call each)
@@ -48,7 +51,9 @@ def available() -> bool:
 
 
 def enabled() -> bool:
-    return _enabled and available()
+    """Whether compiles put products on oneDNN where it is faster: on unless switched off here or with every
+    fast path (``thunderlab.set_fast_paths(False)``), and where this torch has oneDNN."""
+    return _enabled and fastpaths.enabled() and available()
 
 
 def set_enabled(on: bool) -> None:
