@@ -356,17 +356,18 @@ def _passing_through(forward):
     return wrapper
 
 
+class Decorated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(6, 3)
+
+    @_passing_through
+    def forward(self, x, bias=None, scale=1.0):
+        out = self.lin(x) * scale
+        return out if bias is None else out + bias
+
+
 def test_a_forward_under_a_functools_wraps_decorator_runs_directly():
-    class Decorated(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(6, 3)
-
-        @_passing_through
-        def forward(self, x, bias=None, scale=1.0):
-            out = self.lin(x) * scale
-            return out if bias is None else out + bias
-
     m = Decorated()
     j = thunderlab.jit(m)
     x, b = torch.randn(2, 6), torch.randn(3)
@@ -419,16 +420,6 @@ def test_a_self_star_args_star_kwargs_forward_fills_its_frame_without_binding(mo
     """A decorated forward's frame is ``(self, *args, **kwargs)``: its locals are the module and the arguments as
     they come, so a direct call binds nothing (``inspect`` costs microseconds a call), and a call with other
     keywords still fails the guards and compiles again."""
-    class Decorated(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(6, 3)
-
-        @_passing_through
-        def forward(self, x, bias=None, scale=1.0):
-            out = self.lin(x) * scale
-            return out if bias is None else out + bias
-
     m = Decorated()
     j = thunderlab.jit(m)
     x, b = torch.randn(2, 6), torch.randn(3)

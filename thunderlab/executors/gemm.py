@@ -153,31 +153,22 @@ def faster_with_onednn(m: int, k: int, n: int, bias: bool, dtype: torch.dtype = 
 # ---- the operator Inductor is handed, and its lowering ----
 
 _lib = torch.library.Library("thunderlab", "FRAGMENT")
-_lib.define("onednn_linear(Tensor x, Tensor w, Tensor? b, str attr='none', str algorithm='') -> Tensor")
 
 
-@torch.library.impl(_lib, "onednn_linear", "CPU")
 def _onednn_linear_cpu(x, w, b, attr="none", algorithm=""):
     return torch.ops.mkldnn._linear_pointwise(x, w, b, attr, [], algorithm)
 
 
-@torch.library.register_fake("thunderlab::onednn_linear", lib=_lib)
 def _onednn_linear_fake(x, w, b, attr="none", algorithm=""):
     return x.new_empty((*x.shape[:-1], w.shape[0]))
 
 
-# the same for operands in any strides: no Inductor lowering, so Inductor calls it as it is (its kernel below)
-_lib.define("onednn_linear_strided(Tensor x, Tensor w, Tensor? b, str attr='none', str algorithm='') -> Tensor")
-
-
-@torch.library.impl(_lib, "onednn_linear_strided", "CPU")
-def _onednn_linear_strided_cpu(x, w, b, attr="none", algorithm=""):
-    return torch.ops.mkldnn._linear_pointwise(x, w, b, attr, [], algorithm)
-
-
-@torch.library.register_fake("thunderlab::onednn_linear_strided", lib=_lib)
-def _onednn_linear_strided_fake(x, w, b, attr="none", algorithm=""):
-    return x.new_empty((*x.shape[:-1], w.shape[0]))
+# onednn_linear: both operands row-major, lowered below to Inductor's extern call; onednn_linear_strided: operands
+# in any strides, with no Inductor lowering, so Inductor calls it as it is (its CPU kernel above)
+for _name in ("onednn_linear", "onednn_linear_strided"):
+    _lib.define(f"{_name}(Tensor x, Tensor w, Tensor? b, str attr='none', str algorithm='') -> Tensor")
+    _lib.impl(_name, _onednn_linear_cpu, "CPU")
+    torch.library.register_fake(f"thunderlab::{_name}", _onednn_linear_fake, lib=_lib)
 
 
 _lowered = False
