@@ -152,7 +152,7 @@ class RegionRunner:
     ``rivals``: the other fusion executors that can run the region, as (name, compile, compile in
     the background); their kernels compile after the owner's and join the race. ``race=False`` keeps
     the owner's kernel once compiled (no race); ``race_off`` says why a region is not raced whatever
-    ``race`` says (for example a member with an effect). ``history`` records which version ran and when it
+    ``race`` says (for example a member that draws random numbers). ``history`` records which version ran and when it
     switched; with ``timing`` on, every call is timed (CUDA events on a GPU, a perf_counter on CPU).
     ``clock`` times the race's calls on CPU; ``versions`` maps each version to what it runs.
     """
