@@ -10,7 +10,7 @@ from thunderlab.core.fastpaths import set_fast_paths
 from thunderlab.core.trace import Trace
 from thunderlab.executors import compile_process, default_order
 from thunderlab.frontend.dispatch import MISS, UNCHECKED, DirectCalls
-from thunderlab.frontend.dynamo import ISOLATED, Backend, BackendLink
+from thunderlab.frontend.dynamo import ISOLATED, Backend, BackendLink, through_dynamo
 from thunderlab.inspect.document import SUFFIX, RecordFileError
 from thunderlab.inspect.document import load as _load
 from thunderlab.inspect.document import save as _save
@@ -52,7 +52,7 @@ class JitFunction:
             out = direct(args, kwargs)
             if out is not MISS:
                 return out
-        return self._compiled(*args, **kwargs)
+        return through_dynamo(self._compiled, args, kwargs)
 
     @property
     def records(self) -> list[CompileRecord]:

@@ -7,6 +7,7 @@ lowered for the concrete sizes it is called with and cached by them.
 from __future__ import annotations
 
 import itertools
+import logging
 import warnings
 import weakref
 from collections.abc import Callable
@@ -112,6 +113,29 @@ def _isolated() -> dict:
 
 
 ISOLATED = _isolated()
+
+
+def through_dynamo(compiled: Callable, args: tuple, kwargs: dict):
+    """Call ``compiled`` (a ``torch.compile`` function) with once-only log warnings left out of what TorchDynamo
+    captures, rather than breaking the graph at them.
+
+    TorchDynamo cannot trace a ``logging.Logger`` method and breaks the graph at each call of one; with a graph
+    break, every later call must go through Dynamo and the code after it runs in frames of its own.
+    transformers adds ``Logger.warning_once``, and its models call it inside ``forward``: GPT-2's language-model
+    head on every call with labels (the loss it picks by default), so its loss would be cut off from the
+    model's graph. A once-only warning says nothing a result depends on, so thunderlab's captures leave it
+    out (it is not printed from captured code); other logging calls still break the graph, as in
+    ``torch.compile``. Only the calls made here do so: Dynamo's setting is restored on return.
+    """
+    once = getattr(logging.Logger, "warning_once", None)  # present once transformers is imported
+    ignored = torch._dynamo.config.ignore_logging_functions
+    if once is None or once in ignored:
+        return compiled(*args, **kwargs)
+    ignored.add(once)
+    try:
+        return compiled(*args, **kwargs)
+    finally:
+        ignored.discard(once)
 
 
 def _runs_as_captured(gm: torch.fx.GraphModule) -> str | None:
