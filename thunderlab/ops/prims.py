@@ -531,7 +531,13 @@ def _copy_meta(src, dst):
 
 
 def _copy_impl(src, dst):
-    with torch.no_grad():
+    """A write the program makes into ``dst`` (a buffer's new value, an in-place op's result), never recorded by
+    autograd. Grad mode is switched off only where it is on and either side requires grad: a training program's
+    forward runs with it off, and a CNN writes three running statistics per batch norm, each a microsecond."""
+    if torch.is_grad_enabled() and (dst.requires_grad or src.requires_grad):
+        with torch.no_grad():
+            dst.copy_(src)
+    else:
         dst.copy_(src)
 
 
