@@ -213,3 +213,40 @@ def test_batch_norm_in_training_still_stays_in_place_with_its_reason():
     after = Fuse()(before)
     bn = next(b for b in after.forward.bound_symbols if b.sym.name == "batch_norm")
     assert bn.executor == "torch" and ("inductor", "ltorch.batch_norm writes to an argument") in bn.declined
+
+
+def _written(reads_after: bool):
+    def f(x, buf):
+        y = ltorch.mul(ltorch.sin(x), 2.0)  # the region's value...
+        new = ltorch.add(ltorch.mul(buf, 0.9), ltorch.mul(y, 0.1))  # ...and buf's new value, made from both
+        out = ltorch.cos(y)
+        if reads_after:
+            out = ltorch.add(out, prims.bernoulli(buf, 0.5))  # torch reads buf's old value (a draw stays outside)
+        prims.copy_(new, buf)
+        return out
+
+    return f
+
+
+def test_a_write_of_a_region_value_into_an_input_only_the_region_reads_ends_the_region():
+    before = _claimed(_written(False), ("x", (6,)), ("buf", (6,)))
+    after = Fuse()(before)
+    assert names(after.forward) == ["inductor0"]
+    (region,) = after.forward.bound_symbols
+    assert region.subsymbols[-1].sym.qualname == "prims.copy_"  # at the region's end: after every read of buf
+    notes = Fuse().describe(before, after)
+    assert notes["regions"]["inductor0"]["writes_in_place"] == ["buf"]
+    x, buf = tensors(before.forward)
+    want_buf = buf * 0.9 + torch.sin(x) * 2.0 * 0.1
+    got = after.forward.callable()(x, buf)  # the region runs its members with torch until compiled
+    torch.testing.assert_close(got, torch.cos(torch.sin(x) * 2.0))
+    torch.testing.assert_close(buf, want_buf)
+
+
+def test_a_write_into_an_input_another_call_reads_stays_in_place():
+    before = _claimed(_written(True), ("x", (6,)), ("buf", (6,)))
+    after = Fuse()(before)
+    copy = next(b for b in after.forward.bound_symbols if b.sym.qualname == "prims.copy_")
+    assert copy.executor == "torch"  # bernoulli (torch) reads buf's old value: the write keeps its place
+    assert not any(s.sym.qualname == "prims.copy_" for b in after.forward.bound_symbols if b.sym.is_region
+                   for s in b.subsymbols)

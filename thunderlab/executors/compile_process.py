@@ -299,7 +299,18 @@ def _example(shape, stride, offset, dtype):
     return flat.as_strided(shape, stride, offset)
 
 
+def copy_like(a):
+    """A copy of ``a`` in its strides and storage offset (a tensor), or ``a`` itself."""
+    if not isinstance(a, torch.Tensor):
+        return a
+    size = a.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(a.shape, a.stride())) if a.numel() else 0
+    with torch.no_grad():
+        out = torch.empty(size, dtype=a.dtype, device=a.device).as_strided(a.shape, a.stride(), a.storage_offset())
+        return out.copy_(a)
+
+
 def _compile(msg: dict) -> dict:
+    from torch._functorch._aot_autograd.schemas import MutationType
     from torch._functorch.aot_autograd import OutputType
     from torch._guards import TracingContext
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
@@ -318,8 +329,11 @@ def _compile(msg: dict) -> dict:
     def inner(gm, example_inputs, **kwargs):
         out = compile_fx_inner(gm, example_inputs, **kwargs)
         meta = TracingContext.get().fw_metadata
-        if any(i.mutates_data or i.mutates_metadata for i in meta.input_info):
-            why.append("the region writes to an input")
+        # a write Inductor's module makes itself (AOTAutograd keeps an inference graph's writes of its inputs in
+        # the graph: batch norm's running statistics) is the module's; one left to AOTAutograd's wrapper is not
+        if any(i.mutates_metadata or (i.mutates_data and i.mutation_type is not MutationType.MUTATED_IN_GRAPH)
+               for i in meta.input_info):
+            why.append("the region writes to an input outside Inductor's module")
         # an output that is an input, or a view of one, comes back from Inductor's module as that view (the
         # values and strides are checked below); a view of an intermediate would need AOTAutograd's regeneration
         plain = (OutputType.non_alias, OutputType.alias_of_input, OutputType.is_input)
@@ -339,6 +353,7 @@ def _compile(msg: dict) -> dict:
         return compiled
 
     guarded = torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
+    fresh = [copy_like(a) for a in args]  # for the module's own call below: the region may write its inputs
     with torch.no_grad(), gemm.collecting() as products:
         expected = guarded(*args)
     if len(captured) != 2:
@@ -357,8 +372,10 @@ def _compile(msg: dict) -> dict:
     # the module, called as the caller will call it, gives what the region gives
     run, _ = load(answer)
     with torch.no_grad():
-        got = run(*args)
+        got = run(*fresh)
     expected = expected if isinstance(expected, (tuple, list)) else (expected,)
+    # the inputs as each call left them: the writes compared with the outputs
+    got, expected = (*got, *fresh), (*expected, *args)
     if len(got) != len(expected) or not all(
             isinstance(a, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype and a.stride() == b.stride()
             and a.storage_offset() == b.storage_offset() and torch.equal(a.isnan(), b.isnan())

@@ -94,6 +94,12 @@ class FusionExecutor(Executor):
         """What this executor would make of the fusion region ``bsym``, as text (None: nothing to show)."""
         return None
 
+    def writes_in_place(self, bsym: BoundSymbol) -> bool:
+        """Whether a region of this executor can end with ``bsym``, a write (``prims.copy_``) of a value the region
+        makes into one of its inputs, its kernel writing that input in place (the fuse pass decides where that
+        keeps the program's meaning). None can by default."""
+        return False
+
     def bind_region(self, bsym: BoundSymbol, options: RunOptions) -> RegionRunner:
         region = torch_region(bsym)
         eager = bind(freeing(region))

@@ -94,6 +94,13 @@ class InductorExecutor(FusionExecutor):
         running program for the interpreter lock."""
         return compile_region(_key(region), region, args, elsewhere=fastpaths.enabled())
 
+    def writes_in_place(self, bsym: BoundSymbol) -> bool:
+        """A ``prims.copy_`` into a region input: TorchDynamo captures it as an in-place write of a graph input,
+        which AOTAutograd keeps in the inference graph it hands Inductor, and Inductor's kernel stores the value
+        into the input's memory (batch norm's running statistics in training, as torch.compile writes them)."""
+        return (bsym.sym.qualname == "prims.copy_"
+                and {p.device.type for p in bsym.inputs} <= {"cpu", "cuda"})
+
     def describe(self, bsym: BoundSymbol) -> str:
         """The region as the torch program Inductor is handed (its kernels exist once it has run)."""
         return torch_region(bsym).python(source=False, imports=False)
@@ -209,6 +216,8 @@ def compile_region(key, region, args, *, elsewhere: bool = False):
 
     traced = bind(region, traced=True)
     guarded = torch.compile(traced, backend=backend, fullgraph=True, dynamic=False)
+    if any(writes(b) for b in region.bound_symbols):  # the compiling call must not write the caller's tensors
+        args = tuple(compile_process.copy_like(a) for a in args)
     with torch.no_grad(), gemm.collecting() as products:
         guarded(*args)  # compiles, with the first call's real inputs (their types and strides)
     source = kernel_source(compiled for _, compiled in captured)

@@ -170,6 +170,29 @@ def _plan(trace: Trace, max_size: int):
             if u[0] == "g":
                 todo.extend((d, new) for d in dependents.get(u[1], ()))
 
+    readers: dict[str, set[int]] = {}  # value name -> the calls that read it
+    for i, b in enumerate(trace.bound_symbols):
+        for p in b.inputs:
+            readers.setdefault(p.name, set()).add(i)
+
+    def written_in_place(i: int, b: BoundSymbol, ro: set[int]) -> int | None:
+        """The open group whose region can end with ``b``, a ``prims.copy_(src, dst)``, or None. ``src`` is that
+        group's value and ``dst`` a trace input no call reads but the group's members and this one, so the write
+        may move to the region's end (after every read of the old value) and nothing outside sees it move; the
+        group's executor must make such writes itself (a training forward's running statistics)."""
+        if b.sym.qualname != "prims.copy_" or len(b.args) != 2:
+            return None
+        src, dst = b.args
+        j = producer.get(getattr(src, "name", None))
+        g = group_of.get(j) if j is not None else None
+        if g is None or g not in open_groups or g in ro or getattr(dst, "name", None) in producer:
+            return None
+        if not EXECUTORS[groups[g].executor].writes_in_place(b):
+            return None
+        if any(k != i and group_of.get(k) != g for k in readers.get(dst.name, ())):
+            return None
+        return g
+
     for i, b in enumerate(trace.bound_symbols):
         r, ro = set(), set()  # groups the call depends on; those of them reached through another unit
         for p in b.inputs:
@@ -191,6 +214,11 @@ def _plan(trace: Trace, max_size: int):
         elif b.sym.communicates:
             open_groups.clear()  # collectives keep their place and order: no region spans one
             why[b.id] = "communicates with other processes (torch.distributed), so it stays in place"
+        elif b.side_effect and (g := written_in_place(i, b, ro)) is not None:
+            groups[g].members.append(b.replace(executor=groups[g].executor))
+            group_of[i] = g
+            why[b.id] = ("writes a value its region makes into an input only that region reads: the region's kernel "
+                         "makes the write in place, at its end")
         elif b.side_effect and not (ex is not None and ex.fusion):
             # a write orders everything around it: no region spans it (a fusion executor that claimed a call whose
             # symbol may write found that this one does not: batch_norm outside training)
@@ -241,7 +269,8 @@ def fuse_trace(trace: Trace, counter: list[int], max_size: int) -> Trace:
             b.replace(declined=b.declined + (((b.declined[-1][0] if b.declined else "fuse"), kept_draws[b.id]),))
             if b.id in kept_draws else b for b in trace.bound_symbols])
     groups, group_of, why = _plan(trace, max_size)
-    bsyms = trace.bound_symbols
+    joined = {m.id: m for g in groups.values() for m in g.members}  # writes that joined a region, as its members
+    bsyms = [joined.get(b.id, b) for b in trace.bound_symbols]
     out_names = {p.name for p in trace.output_proxies()}
     # units: one per region with two or more members, one per other call
     unit_of_call: dict[int, int] = {}
@@ -339,7 +368,10 @@ class Fuse(Pass):
                     owner = EXECUTORS.get(b.executor)  # the region's own executor says what it makes of it
                     regions[b.sym.name] = {"executor": b.executor, "members": len(b.subsymbols),
                                            "member_ids": [s.id for s in b.subsymbols],
-                                           "description": owner.describe(b) if owner is not None else None}
+                                           "description": owner.describe(b) if owner is not None else None,
+                                           # inputs the region's kernel writes in place (written_in_place in _plan)
+                                           "writes_in_place": [s.args[1].name for s in b.subsymbols
+                                                               if s.sym.qualname == "prims.copy_"]}
                 elif b.declined and b.executor == "torch":
                     left_out.append(Decline(b.id, "fuse", b.declined[-1][1]))
         members = sum(r["members"] for r in regions.values())
