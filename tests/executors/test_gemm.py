@@ -174,3 +174,28 @@ def test_switched_off_no_compile_gets_the_pass(monkeypatch):
     assert gemm.config_patches()
     gemm.set_enabled(False)
     assert gemm.config_patches() == {}
+
+
+def test_a_module_from_inductors_cache_still_says_which_library_each_product_runs_on(monkeypatch, tmp_path):
+    # a compile that Inductor's graph cache answers runs no post-grad pass: the products come from what the compile
+    # that wrote the module kept beside the cache (a notebook run again, a new process)
+    from thunderlab.executors import inductor
+
+    monkeypatch.setattr(gemm, "faster_with_onednn", lambda *a, **k: True)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    model, x = MLP(24, 48).eval(), torch.randn(2, 3, 24)
+    seen = []
+    with torch._inductor.config.patch(fx_graph_cache=True):  # tiered=False: compiled in this process
+        for _ in range(2):
+            inductor._compiled.clear()  # past thunderlab's own memo: Dynamo and AOTAutograd run again
+            hits = torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"]
+            jfn, got, want = _infer(model, x)
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+            rec = thunderlab.last_record(jfn)
+            thunderlab.session(rec).refresh()
+            (region,) = rec.regions.values()
+            seen.append((region["gemm"], torch._dynamo.utils.counters["inductor"]["fxgraph_cache_hit"] - hits))
+    (first, first_hits), (second, second_hits) = seen
+    assert first_hits == 0 and second_hits == 1, seen  # the second module came from Inductor's cache
+    assert [g["library"] for g in first] == ["onednn", "onednn"] and second == first
+    assert list((tmp_path / "thunderlab_gemm").glob("*.json"))

@@ -368,7 +368,7 @@ def _compile(msg: dict) -> dict:
         return {"ok": False, "reason": "Inductor wrote no module for the region"}
     answer = {"ok": True, "key": os.path.basename(path).removesuffix(".py"), "path": path,
               "order": [names.index(s) for s in sources], "inputs_to_check": list(graph.inputs_to_check),
-              "gemm": products or None}
+              "gemm": gemm.remembered([getattr(graph, "source_code", None)], products)}
     # the module, called as the caller will call it, gives what the region gives
     run, _ = load(answer)
     with torch.no_grad():

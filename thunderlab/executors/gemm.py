@@ -72,13 +72,50 @@ def choices() -> list[dict]:
 def collecting():
     """Gather what the pass decides for each product in the compiles this thread runs meanwhile: per product its
     shape, the library it runs on, the two times (when this process timed that shape) and a fused GELU. A compile
-    Inductor's cache answered runs no pass and adds nothing (the module's source still shows each call)."""
+    Inductor's cache answered runs no pass and adds nothing here (``remembered`` then finds what the compile that
+    wrote the module kept)."""
     used: list[dict] = []
     before, _local.used = getattr(_local, "used", None), used
     try:
         yield used
     finally:
         _local.used = before
+
+
+def _memo_path(sources: list[str]):
+    """Where the products of the modules ``sources`` are kept: beside Inductor's cache, by the modules' text."""
+    import hashlib
+    from pathlib import Path
+
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    digest = hashlib.sha256("\0".join(sources).encode()).hexdigest()[:32]
+    return Path(cache_dir()) / "thunderlab_gemm" / f"{digest}.json"
+
+
+def remembered(sources: list[str], products: list[dict]) -> list[dict] | None:
+    """The products of the compile that wrote the modules ``sources``: ``products`` when this compile ran the pass
+    (then kept beside Inductor's cache), else what the compile that first wrote them kept. A compile that
+    Inductor's cache answers runs no pass, so without this a region whose module came from the cache (a notebook
+    run again, a new process) would not say which library its linear layers run on."""
+    import json
+
+    sources = [src for src in sources if src]
+    if not sources:
+        return products or None
+    try:
+        path = _memo_path(sources)
+        if products:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(products))
+            tmp.replace(path)  # whole or not at all, for another process reading it
+            return products
+        if path.exists():
+            return json.loads(path.read_text()) or None
+    except (OSError, ValueError, ImportError):  # a cache directory that cannot be written or read: said nothing
+        pass
+    return products or None
 
 
 def _note(m: int, k: int, n: int, bias: bool, onednn: bool, gelu: str | None = None,

@@ -222,7 +222,7 @@ def compile_region(key, region, args, *, elsewhere: bool = False):
         guarded(*args)  # compiles, with the first call's real inputs (their types and strides)
     source = kernel_source(compiled for _, compiled in captured)
     fn = _direct(region, captured, guarded)
-    fn.gemm = products or None
+    fn.gemm = gemm.remembered([getattr(c, "source_code", None) for _, c in captured], products)
     captured.clear()  # TorchDynamo keeps every backend it was given, ``backend`` and this list with it
     if reason is not None:
         fn = _noted(fn, reason)
