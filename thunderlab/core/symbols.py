@@ -50,6 +50,10 @@ class Tag(enum.Enum):
     # or operator TorchDynamo put in the graph, an in-place op's functional twin): a compiler that traces
     # PyTorch (Inductor, through TorchDynamo) can take it inside a region, where other opaque calls cut one
     TORCH_TRACEABLE = "torch_traceable"
+    # decomposes only the calls its decomposition is for, and those are better decomposed (avg_pool2d: one window
+    # over the whole map is its mean): where a call has subsymbols, autodiff differentiates them and claim claims
+    # them, rather than the call whole
+    DECOMPOSE = "decompose"
 
 
 class Kind(enum.Enum):

@@ -80,7 +80,33 @@ def _avg_pool_params(a, kernel_size, stride=None, padding=0, ceil_mode=False, co
 
 max_pool2d = opaque_symbol("max_pool2d", F.max_pool2d, torch.max_pool2d, signature=_max_pool_params)
 max_pool1d = opaque_symbol("max_pool1d", F.max_pool1d, torch.max_pool1d, signature=_max_pool_params)
-avg_pool2d = opaque_symbol("avg_pool2d", F.avg_pool2d, _nn.avg_pool2d, signature=_avg_pool_params)
+def _one_window(n: int, k: int, s: int, p: int, ceil_mode: bool) -> bool:
+    """Whether pooling a dimension of size ``n`` (window ``k``, stride ``s``, padding ``p``) makes one window that
+    covers every position and nothing beside them: eager's output size (``pooling_output_shape``) is 1, there is
+    no padding and the window is at least the dimension."""
+    out = (n + 2 * p - (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= n + p:
+        out -= 1
+    return out == 1 and p == 0 and k >= n
+
+
+@torchsymbol(F.avg_pool2d, _nn.avg_pool2d, name="avg_pool2d", signature=_avg_pool_params, tags={Tag.DECOMPOSE})
+def avg_pool2d(a, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Kept whole (Inductor lowers it, torch's kernels differentiate it), except for a window over the whole map
+    (EfficientNet's head: ``AvgPool2d(1280, ceil_mode=True)`` on a 7x7 map), which is the spatial mean, eager's
+    divisor being the window's part inside the input: Inductor's lowering of such a window visits every one of its
+    positions (1280 x 1280 per output, most of them masked off) and took most of EfficientNet's step."""
+    if divisor_override is not None or a.ndim not in (3, 4) or not a.dtype.is_floating_point:
+        return NotImplemented
+    k, st, pd = _pair(kernel_size, None), _pair(stride, kernel_size), _pair(padding, 0)
+    if not all(_one_window(n, *w, bool(ceil_mode)) for n, w in zip(a.shape[-2:], zip(k, st, pd))):
+        return NotImplemented
+    from .reductions import mean  # reductions imports the elementwise ops this module's users import first
+
+    return mean(a, (-2, -1), keepdim=True)
+
+
 avg_pool1d = opaque_symbol("avg_pool1d", F.avg_pool1d, torch.avg_pool1d, signature=_avg_pool_params)
 adaptive_avg_pool2d = opaque_symbol("adaptive_avg_pool2d", F.adaptive_avg_pool2d, _nn.adaptive_avg_pool2d,
                                     signature=lambda a, output_size: None)
@@ -150,7 +176,7 @@ avg_pool2d_backward = backward_symbol("avg_pool2d_backward", _avg_pool2d_backwar
 def _(b, g):
     p = b.params
     a, k = p.a, p.kernel_size
-    if a.ndim != 4:
+    if a.ndim != 4 or b.subsymbols:  # a window over the whole map: its mean is differentiated (Tag.DECOMPOSE)
         return NotImplemented
     return [(a, avg_pool2d_backward(g, a, _pair(k, None), _pair(p.stride, k), _pair(p.padding, 0), bool(p.ceil_mode),
                                     bool(p.count_include_pad), p.divisor_override))]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from thunderlab.core.notes import Decline, Notes
 from thunderlab.core.program import Program
-from thunderlab.core.symbols import BoundSymbol
+from thunderlab.core.symbols import BoundSymbol, Tag
 from thunderlab.core.trace import Trace
 from thunderlab.executors import default_order
 from thunderlab.executors.base import EXECUTORS, get_executor
@@ -28,7 +28,7 @@ def claim_symbols(bsyms, executors, decompose) -> list[BoundSymbol]:
 def _claim(b: BoundSymbol, executors, decompose) -> list[BoundSymbol]:
     if b.sym.bookkeeping:
         return [b]
-    forced = bool(b.subsymbols) and ("all" in decompose or b.sym.name in decompose)
+    forced = bool(b.subsymbols) and ("all" in decompose or b.sym.name in decompose or Tag.DECOMPOSE in b.sym.tags)
     if b.sym.is_region and not forced:
         # a region from an earlier fuse stays with the executor that fused it if that one is still
         # given; otherwise its members are claimed afresh (claim{executors=torch} means torch runs them)
