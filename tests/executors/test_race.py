@@ -256,6 +256,17 @@ def test_the_race_while_waiting_and_before_compiling_says_so():
     r.release()
 
 
+def _step_matches_eager(j, model, eager, x):
+    """One training step of the jitted ``model`` and of ``eager`` (its copy): outputs and gradients equal."""
+    out, ref = j(x), eager(x)
+    torch.testing.assert_close(out, ref)
+    out.square().sum().backward()
+    ref.square().sum().backward()
+    for p, q in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+        p.grad = q.grad = None
+
+
 def test_training_through_a_race_matches_eager():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
@@ -263,14 +274,7 @@ def test_training_through_a_race_matches_eager():
     eager = copy.deepcopy(model)
     j = thunderlab.jit(model, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del")
     for step in range(2 * (RACE_CALLS + 1) + 4):
-        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(step))
-        out, ref = j(x), eager(x)
-        torch.testing.assert_close(out, ref)
-        out.square().sum().backward()
-        ref.square().sum().backward()
-        for p, q in zip(model.parameters(), eager.parameters()):
-            torch.testing.assert_close(p.grad, q.grad)
-            p.grad = q.grad = None
+        _step_matches_eager(j, model, eager, torch.randn(8, 16, generator=torch.Generator().manual_seed(step)))
         if step == 0:
             assert thunderlab.session(thunderlab.last_record(j)).wait(300)
     rec = thunderlab.last_record(j)
@@ -289,14 +293,7 @@ def test_batch_norm_in_training_races_and_updates_its_statistics_once_a_call(win
     j = thunderlab.jit(model, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del")
     clock = Clock()
     for step in range(2 * (RACE_CALLS + 1) + 3):
-        x = torch.randn(2, 3, 10, 10, generator=torch.Generator().manual_seed(step))
-        out, ref = j(x), eager(x)
-        torch.testing.assert_close(out, ref)
-        out.square().sum().backward()
-        ref.square().sum().backward()
-        for p, q in zip(model.parameters(), eager.parameters()):
-            torch.testing.assert_close(p.grad, q.grad)
-            p.grad = q.grad = None
+        _step_matches_eager(j, model, eager, torch.randn(2, 3, 10, 10, generator=torch.Generator().manual_seed(step)))
         for name, b in model.named_buffers():
             torch.testing.assert_close(b, dict(eager.named_buffers())[name], msg=f"{name} after call {step}")
         if step == 0:
@@ -305,8 +302,7 @@ def test_batch_norm_in_training_races_and_updates_its_statistics_once_a_call(win
             for r in live.regions.values():
                 r.clock = clock
                 r.versions = {v: clock.costing(fn, 0.001 if v == winner else 0.005) for v, fn in r.versions.items()}
-    writing = [r for r in live.regions.values() if "batch_norm" in r.source or "native_batch_norm" in str(r.source)]
-    assert writing, "the forward region holds the batch norm"
+    assert any("batch_norm" in str(r.source) for r in live.regions.values()), "a region holds the batch norm"
     for r in live.regions.values():
         race = r.race.summary()
         assert race["state"] == "done" and race["winner"] == winner, race

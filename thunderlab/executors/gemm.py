@@ -28,9 +28,12 @@ so does turning every fast path off (it is one: see ``thunderlab.core.fastpaths`
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import torch
 
@@ -84,10 +87,7 @@ def collecting():
 
 def _memo_path(sources: list[str]):
     """Where the products of the modules ``sources`` are kept: beside Inductor's cache, by the modules' text."""
-    import hashlib
-    from pathlib import Path
-
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    from torch._inductor.runtime.cache_dir_utils import cache_dir  # Inductor's, imported when it compiles
 
     digest = hashlib.sha256("\0".join(sources).encode()).hexdigest()[:32]
     return Path(cache_dir()) / "thunderlab_gemm" / f"{digest}.json"
@@ -98,8 +98,6 @@ def remembered(sources: list[str], products: list[dict]) -> list[dict] | None:
     (then kept beside Inductor's cache), else what the compile that first wrote them kept. A compile that
     Inductor's cache answers runs no pass, so without this a region whose module came from the cache (a notebook
     run again, a new process) would not say which library its linear layers run on."""
-    import json
-
     sources = [src for src in sources if src]
     if not sources:
         return products or None

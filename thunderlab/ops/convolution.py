@@ -14,6 +14,7 @@ from thunderlab.core.symbols import Tag
 from . import prims
 from .declare import backward_symbol, opaque_symbol, torchsymbol
 from .prims import new_proxy
+from .reductions import mean
 from .rules import derivative, residuals
 
 aten = torch.ops.aten
@@ -102,8 +103,6 @@ def avg_pool2d(a, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     k, st, pd = _pair(kernel_size, None), _pair(stride, kernel_size), _pair(padding, 0)
     if not all(_one_window(n, *w, bool(ceil_mode)) for n, w in zip(a.shape[-2:], zip(k, st, pd))):
         return NotImplemented
-    from .reductions import mean  # reductions imports the elementwise ops this module's users import first
-
     return mean(a, (-2, -1), keepdim=True)
 
 
@@ -176,7 +175,7 @@ avg_pool2d_backward = backward_symbol("avg_pool2d_backward", _avg_pool2d_backwar
 def _(b, g):
     p = b.params
     a, k = p.a, p.kernel_size
-    if a.ndim != 4 or b.subsymbols:  # a window over the whole map: its mean is differentiated (Tag.DECOMPOSE)
+    if a.ndim != 4:
         return NotImplemented
     return [(a, avg_pool2d_backward(g, a, _pair(k, None), _pair(p.stride, k), _pair(p.padding, 0), bool(p.ceil_mode),
                                     bool(p.count_include_pad), p.divisor_override))]

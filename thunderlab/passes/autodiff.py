@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from thunderlab.core.notes import Notes, byte_text
 from thunderlab.core.program import Program, Training
 from thunderlab.core.proxies import TensorProxy
-from thunderlab.core.symbols import BoundSymbol, proxies_in, tree_flatten
+from thunderlab.core.symbols import BoundSymbol, Tag, proxies_in, tree_flatten
 from thunderlab.core.trace import Trace, TraceError
 from thunderlab.ops import prims
 from thunderlab.ops.rules import RESIDUALS, VJP, draws
@@ -46,7 +46,7 @@ def _declines(b: BoundSymbol, memo: dict | None = None) -> bool:
     per kind of call (a model's repeated layers ask once).
     """
     rule = VJP.get(b.sym.qualname)
-    if rule is None:
+    if rule is None or (b.subsymbols and Tag.DECOMPOSE in b.sym.tags):  # its decomposition is what is differentiated
         return True
     key = b.call_key(_alike)
     if memo is not None and key in memo:

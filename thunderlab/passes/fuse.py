@@ -216,9 +216,7 @@ def _plan(trace: Trace, max_size: int):
             why[b.id] = "communicates with other processes (torch.distributed), so it stays in place"
         elif b.side_effect and (g := written_in_place(i, b, ro)) is not None:
             groups[g].members.append(b.replace(executor=groups[g].executor))
-            group_of[i] = g
-            why[b.id] = ("writes a value its region makes into an input only that region reads: the region's kernel "
-                         "makes the write in place, at its end")
+            group_of[i] = g  # Fuse.describe lists each region's writes (writes_in_place)
         elif b.side_effect and not (ex is not None and ex.fusion):
             # a write orders everything around it: no region spans it (a fusion executor that claimed a call whose
             # symbol may write found that this one does not: batch_norm outside training)
