@@ -19,8 +19,10 @@ time per step (time.thread_time: what the step costs itself, less sensitive than
 and for thunderlab's variants each region's switch to its kernel in seconds from the loop's start (after the loop
 the run waits for regions still compiling, so a switch later than the loop's end is reported too), where it was
 compiled, how many records (compiles of the captured graph) the loop made, and the compile worker's timeline (when it
-started, finished its imports, and got and answered each region, with its CPU seconds). The machine's load average is
-recorded before and after each run: this machine is shared, and timings taken while other work runs are noisy.
+started, finished its imports, and got and answered each region, with its CPU seconds, and which regions' modules an
+earlier run's worker had written, loaded without one: THUNDERLAB_WORKER_ANSWERS=0 in the environment turns that
+off). The machine's load average is recorded before and after each run: this machine is shared, and timings taken
+while other work runs are noisy.
 
 The torch phase (``--phase-rounds``, in a process of its own): what a whole step costs in CPU time while a jitted
 model's regions run their torch versions (their compiles held back), as paired ratios to eager's step over
@@ -127,7 +129,9 @@ def run_one(variant: str, lengths: tuple[int, ...], steps: int, wait: float) -> 
                          "imported_cpu_s": tl["imported_cpu_s"],
                          "requests": [{"region": r["region"], "sent_s": rel(r["sent_at"]),
                                        "answered_s": rel(r["answered_at"]), "compile_s": r["compile_s"],
-                                       "compile_cpu_s": r["compile_cpu_s"], "ok": r["ok"]} for r in tl["requests"]]}
+                                       "compile_cpu_s": r["compile_cpu_s"], "ok": r["ok"]} for r in tl["requests"]],
+                         # regions whose module a worker of an earlier run wrote, loaded with no request
+                         "recalled": [{"region": r["region"], "at_s": rel(r["at"])} for r in tl["recalled"]]}
     return out
 
 
@@ -232,6 +236,7 @@ def summary(results: dict, phase: dict | None) -> dict:
                 row.update(switched_at_end=f"{r['switched_at_end']}/{r['regions']}", first_switch_s=r["first_switch_s"],
                            last_switch_s=r["last_switch_s"], records=r["records"])
                 w = r.get("worker") or {}
+                row["recalled"] = len(w.get("recalled", []))  # modules an earlier run's worker wrote
                 if w.get("spawned_s") is not None:
                     row["worker"] = {"spawned_s": w["spawned_s"], "imported_s": w["imported_s"],
                                      "imported_cpu_s": round(w["imported_cpu_s"] or 0, 2),

@@ -9,6 +9,9 @@ import thunderlab
 # one TorchInductor cache per test run, should any test reach Inductor
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), "thunderlab-test-inductor"))
 torch._dynamo.config.cache_size_limit = 64
+# the test cache outlives a run: tests that watch the compile worker must see it asked, not an earlier run's answer
+# (tests/executors/test_worker_answers.py turns recalling on in a cache of its own)
+os.environ.setdefault("THUNDERLAB_WORKER_ANSWERS", "0")
 # most tests check the compiler, not fusion: run them on the torch executor (tests/executors and
 # tests/passes/test_fuse.py name their executors explicitly, and one test checks the real default)
 os.environ.setdefault("THUNDERLAB_EXECUTORS", "torch")

@@ -18,6 +18,11 @@ program's first call, when a core is free for it), or at the latest when such a 
 with this process (it also ends when its input closes). Messages are one JSON object a line on its standard
 input and output. ``timeline()`` says when the worker started, when its imports were done, and when each
 region was sent, compiled and answered.
+
+Each answer is kept beside Inductor's cache (``thunderlab_worker/``, keyed by the request, this torch, thunderlab's
+code, the environment and the CPU): a later process making the same request loads the module at once, without
+starting or waiting for a worker (whose imports alone take seconds), so with a warm cache a region switches to its
+kernel about as soon as its first call has run. ``THUNDERLAB_WORKER_ANSWERS=0`` asks the worker every time.
 """
 from __future__ import annotations
 
@@ -45,6 +50,7 @@ _spawned_at: float | None = None
 _imported_at: float | None = None
 _imported_cpu_s: float | None = None  # the worker's CPU seconds until its imports were done
 _requests: list[dict] = []
+_recalled: list[dict] = []  # regions whose module an earlier worker wrote: region, at (see ``_recall``)
 _prepared = False  # whether this process has prepared to load the worker's modules (see _prepare_loading)
 
 
@@ -53,6 +59,7 @@ def _forget_after_fork() -> None:
     global _lock, _worker, _spawned_at, _imported_at, _imported_cpu_s
     _lock, _worker, _spawned_at, _imported_at, _imported_cpu_s = threading.Lock(), None, None, None, None
     _requests.clear()
+    _recalled.clear()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -85,7 +92,7 @@ def request_specs(region: Trace, inputs: list) -> dict:
     from thunderlab.ops.mapping import torch_attribute
 
     p = Printer()
-    src = python(region, source=False, comments=False, imports=False, printer=p, regions=False)
+    src = _program(region, p)
     if p.constants:  # values the printed program cannot name: only this process has them
         raise Declined(f"the region's program uses values it cannot print ({', '.join(sorted(p.constants))})")
     symbols = {}
@@ -101,10 +108,148 @@ def request_specs(region: Trace, inputs: list) -> dict:
         symbols.setdefault(mod, []).append(attr)
     msg = {"name": region.name, "source": src, "symbols": {k: sorted(set(v)) for k, v in symbols.items()},
            "inputs": inputs, "threads": torch.get_num_threads(), "onednn_linear": gemm.enabled()}
+    answer = _recall(msg)
+    if answer is not None:
+        return answer
     answer = _send(msg)
     if not answer.get("ok"):
         raise Declined(answer.get("reason", "the worker gave no reason"))
+    _remember(msg, answer)
     return answer
+
+
+# ---- answers kept on disk: a later process loads the module without waiting for a worker ----
+
+def answers_enabled() -> bool:
+    """Whether the worker's answers are kept beside Inductor's cache and recalled by later processes (on unless
+    ``THUNDERLAB_WORKER_ANSWERS=0`` is in the environment, or every fast path is off)."""
+    from thunderlab.core import fastpaths
+
+    on = os.environ.get("THUNDERLAB_WORKER_ANSWERS", "1").strip().lower() not in ("0", "false", "off", "no")
+    return on and fastpaths.enabled()
+
+
+_identity: str | None = None
+
+
+def _code_identity() -> str:
+    """What else decides the module a request gets: this torch and Python, thunderlab's own code (every module of
+    the package: a region's symbols run its implementations), the environment Inductor and thunderlab read, and the
+    CPU's instruction set (the kernels are built for it)."""
+    global _identity
+    if _identity is None:
+        import hashlib
+        import platform
+
+        h = hashlib.sha256()
+        h.update(f"{torch.__version__} {sys.version} {platform.machine()}".encode())
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        for folder, dirs, files in sorted(os.walk(package)):
+            dirs.sort()
+            for name in sorted(f for f in files if f.endswith(".py")):
+                with open(os.path.join(folder, name), "rb") as f:
+                    h.update(name.encode() + f.read())
+        for k, v in sorted(os.environ.items()):  # the cache's own folder aside: the answers are kept in it
+            if k.startswith(("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE", "THUNDERLAB_")) and \
+                    k != "TORCHINDUCTOR_CACHE_DIR":
+                h.update(f"{k}={v}".encode())
+        try:
+            with open("/proc/cpuinfo") as f:
+                h.update(next((line for line in f if line.startswith("flags")), "").encode())
+        except OSError:
+            pass
+        _identity = h.hexdigest()
+    return _identity
+
+
+def _answers_dir() -> str:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    return os.path.join(cache_dir(), "thunderlab_worker")
+
+
+def _answer_path(msg: dict) -> str:
+    import hashlib
+
+    key = hashlib.sha256((_code_identity() + json.dumps(msg, sort_keys=True)).encode()).hexdigest()
+    return os.path.join(_answers_dir(), key[:40] + ".json")
+
+
+def _program_path(source: str) -> str:
+    """Marks that a worker answered a request for this program (in some input layout)."""
+    import hashlib
+
+    key = hashlib.sha256((_code_identity() + source).encode()).hexdigest()
+    return os.path.join(_answers_dir(), key[:40] + ".program")
+
+
+def answered_before(region: Trace) -> bool:
+    """Whether a worker (of this or an earlier process) answered a request for ``region``'s program: its first
+    compile will most likely be recalled, and no worker need start for it."""
+    if not answers_enabled():
+        return False
+    try:
+        return os.path.exists(_program_path(_program(region)))
+    except Exception:  # noqa: BLE001 - a program that does not print is sent (and declined) as before
+        return False
+
+
+def _any_answers() -> bool:
+    try:
+        return answers_enabled() and any(n.endswith(".program") for n in os.listdir(_answers_dir()))
+    except OSError:
+        return False
+
+
+def _write_json(path: str, value) -> None:
+    """Write ``value`` whole or not at all (another process reading it sees the old entry, the new one or none)."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(value, f)
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache: the next process does the work again
+        pass
+
+
+def _recall(msg: dict) -> dict | None:
+    """The answer a worker gave an earlier process for this very request, if its module is still on disk and
+    loads: the region then switches to its kernel without waiting for a worker's imports and compile (seconds).
+    Kept in ``timeline()["recalled"]``."""
+    if not answers_enabled():
+        return None
+    path = _answer_path(msg)
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:  # never answered (or unreadable): the worker is asked
+        return None
+    try:
+        answer = json.loads(text)
+        _pick_vec_isa()
+        load(answer)  # the module and its kernels' library: Inductor rebuilds a library that has gone
+    except Exception:  # noqa: BLE001 - a damaged entry, or its module is gone: the worker compiles the region again
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        return None
+    _recalled.append({"region": msg["name"], "at": time.time()})
+    return dict(answer, recalled=True)
+
+
+def _remember(msg: dict, answer: dict) -> None:
+    if not answers_enabled():
+        return
+    _write_json(_answer_path(msg), {k: answer[k] for k in ("ok", "key", "path", "order", "inputs_to_check", "gemm")
+                                    if k in answer})
+    _write_json(_program_path(msg["source"]), msg["name"])
+
+
+def _program(region: Trace, printer: Printer | None = None) -> str:
+    """The region's program as the worker is sent it."""
+    return python(region, source=False, comments=False, imports=False, printer=printer or Printer(), regions=False)
 
 
 def _resolve(qualname: str):
@@ -129,7 +274,9 @@ def expect(pipeline: str, args, order: tuple[str, ...]) -> None:
     on a core of their own: when the machine has none free (its load average is not below its core count
     less one), the imports would only take CPU from the capture (measured: the first call of nanoGPT's
     loop took twice as long, and the last kernel came no sooner), so the worker starts when the first
-    region is bound, as it would without this call.
+    region is bound, as it would without this call. Nor does it start here once workers have answered in this
+    cache: the first region bound starts it only if its program was never answered (``answered_before``), so a
+    warm start loads its modules without a worker's imports competing for the cores.
     """
     from thunderlab.core import fastpaths
 
@@ -141,6 +288,8 @@ def expect(pipeline: str, args, order: tuple[str, ...]) -> None:
     if ("inductor" not in named) if named else ("inductor" not in order):
         return
     if any(isinstance(a, torch.Tensor) and a.device.type != "cpu" for a in args):
+        return
+    if _any_answers():  # the regions' modules may be on disk already: binding them decides (``answered_before``)
         return
     if _core_free() and get_executor("inductor").available()[0]:
         start()
@@ -159,10 +308,11 @@ def timeline() -> dict:
     ``{"spawned_at", "imported_at", "imported_cpu_s", "requests": [{"region", "sent_at", "answered_at",
     "compile_s", "compile_cpu_s", "ok"}]}`` (``compile_s``: the worker's own time on the region, the rest of a
     request's time it waited in line; ``*_cpu_s``: the worker's CPU seconds, which other processes' load
-    changes less)."""
+    changes less), and ``"recalled": [{"region", "at"}]``, the regions whose module a worker of an earlier process
+    wrote, loaded without a request."""
     # no lock: a request holds it while the worker compiles, and a copy of the list is enough
     return {"spawned_at": _spawned_at, "imported_at": _imported_at, "imported_cpu_s": _imported_cpu_s,
-            "requests": [dict(r) for r in list(_requests)]}
+            "requests": [dict(r) for r in list(_requests)], "recalled": [dict(r) for r in list(_recalled)]}
 
 
 def start() -> None:
@@ -207,9 +357,7 @@ def _prepare_loading() -> None:
     try:
         for name in _LOADER_IMPORTS:
             importlib.import_module(name)
-        from torch._inductor.cpu_vec_isa import pick_vec_isa
-
-        pick_vec_isa()  # cached for the process: the first load finds it done
+        _pick_vec_isa()  # cached for the process: the first load finds it done
     except Exception:  # noqa: S110  (only a head start: the load does the same and reports what fails)
         pass
 
@@ -285,6 +433,7 @@ def load(answer: dict):
         return call([args[i] for i in order])
 
     run.gemm = answer.get("gemm")  # the library each linear layer's product runs on, and why (see gemm.py)
+    run.recalled = bool(answer.get("recalled"))  # written by an earlier process's worker (see ``_recall``)
     with open(answer["path"]) as f:
         return run, [f.read()]
 
@@ -385,11 +534,37 @@ def _compile(msg: dict) -> dict:
 
 
 def _pick_vec_isa() -> None:
-    try:
-        from torch._inductor.cpu_vec_isa import pick_vec_isa
+    """Inductor's choice of the CPU's vector instruction set, cached for the process.
 
-        pick_vec_isa()
-    except Exception:  # noqa: S110  (the first compile picks it again and reports what fails)
+    Inductor builds a probe library for each set the CPU reports and loads it in a child process (a second or more
+    per process). Where an earlier process's probes found every set the CPU reports working (kept beside the
+    worker's answers, under the same identity: torch, the environment, the CPU's flags), the sets are taken as
+    reported (Inductor's ``cpp.vec_isa_ok``: each set's extra features, bf16 or VNNI, are still probed)."""
+    try:
+        import platform
+
+        from torch._inductor import config
+        from torch._inductor import cpu_vec_isa as isa
+
+        if platform.machine() not in ("x86_64", "AMD64") or config.cpp.vec_isa_ok is not None or \
+                not answers_enabled() or isa.valid_vec_isa_list.cache_info().currsize:
+            isa.pick_vec_isa()
+            return
+        flags = isa.x86_isa_checker()
+        reported = [str(v) for v in isa.supported_vec_isa_list if all(f in flags for f in str(v).split())]
+        path = os.path.join(_answers_dir(), f"vec_isa-{_code_identity()[:24]}.json")
+        try:
+            with open(path) as f:
+                known = json.load(f)
+        except (OSError, ValueError):
+            known = None
+        if known == reported:
+            with config.patch({"cpp.vec_isa_ok": True}):
+                isa.valid_vec_isa_list()  # cached for the process, as a probe would have left it
+        isa.pick_vec_isa()
+        if known != reported and [str(v) for v in isa.valid_vec_isa_list()] == reported:
+            _write_json(path, reported)  # every set the CPU reports passed its probe
+    except Exception:  # noqa: S110  (only a head start: the first compile or load picks it and reports what fails)
         pass
 
 

@@ -85,7 +85,8 @@ class InductorExecutor(FusionExecutor):
 
     def bind_region(self, bsym: BoundSymbol, options: RunOptions):
         if options.tiered and fastpaths.enabled() and all(
-                p.device.type == "cpu" for p in bsym.inputs if hasattr(p, "device")):
+                p.device.type == "cpu" for p in bsym.inputs if hasattr(p, "device")) and \
+                not compile_process.answered_before(torch_region(bsym)):
             compile_process.start()  # its imports overlap the first call, which runs the region with torch
         return super().bind_region(bsym, options)
 
@@ -246,6 +247,7 @@ def _noted(fn, reason: str):
     return run
 
 
+RECALLED = "worker process of an earlier run (its module found on disk)"
 MAX_LAYOUTS = 4  # input strides a region is compiled for besides its first call's
 PENDING = object()  # a layout whose compile is under way
 
@@ -297,7 +299,7 @@ def _loaded(region: Trace, call):
         run.fallbacks += 1
         return eager(*args)
 
-    run.compiled_in = "worker process"
+    run.compiled_in = RECALLED if getattr(call, "recalled", False) else "worker process"
     run.gemm = getattr(call, "gemm", None)
     run.layouts = {}
     run.fallbacks = 0

@@ -61,11 +61,14 @@ def start_pending() -> None:
 
 
 def background() -> ThreadPoolExecutor:
-    """One worker: fused kernels compile one after another, off the calling thread."""
+    """The compile threads: fused kernels compile off the calling thread. Two, so that a region whose module an
+    earlier process's worker wrote (loaded at once) need not wait behind one the worker is compiling (seconds, the
+    thread waiting on its answer); compiles in this process still take turns (TorchDynamo compiles one frame at a
+    time)."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thunderlab-compile")
+            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="thunderlab-compile")
         return _pool
 
 
@@ -171,7 +174,8 @@ class RegionRunner:
         self.source: list[str] = []  # the generated kernel code, once compiled
         self.sources: dict[str, list[str]] = {}  # per compiled version (the owner's and its rivals'), its code
         self.compile_seconds: float | None = None
-        # where the fused version was compiled: "this process", or "worker process" (see compile_process.py),
+        # where the fused version was compiled: "this process", "worker process" (see compile_process.py), or
+        # inductor.RECALLED (a worker of an earlier process wrote the module this process loaded),
         # and why a background compile could not go to the worker (None when it went, or was never asked)
         self.compiled_in: str | None = None
         self.compiled_here_because: str | None = None
