@@ -1,4 +1,5 @@
-"""Average pooling whose one window covers the whole map is that map's mean, and thunderlab computes it so.
+"""Average pooling whose one window covers the whole map (adaptive pooling to 1 x 1 too) is that map's mean,
+and thunderlab computes it so.
 
 PyTorch documents ``AvgPool2d``'s output size as ``floor((H + 2p - k) / s) + 1`` (ceil with ``ceil_mode``, and a
 last window must start inside the input or left padding), and each output as the average over the window's part
@@ -73,3 +74,41 @@ def test_a_window_eager_refuses_is_refused_as_eager_refuses_it():
     with pytest.raises(Exception) as jitted:
         thunderlab.jit(lambda x: F.avg_pool2d(x, 4))(x)
     assert "small" in str(jitted.value).lower() or str(eager.value)[:40] in str(jitted.value)
+
+
+# ``AdaptiveAvgPool2d``: PyTorch documents ``output_size`` as H x W, an int for H x H, ``None`` for the input's own
+# size. An output of 1 x 1 is the map's mean (most convolution networks' head); any other stays one call.
+ADAPTIVE_ONE = [((2, 3, 7, 7), 1), ((2, 3, 7, 7), (1, 1)), ((2, 3, 1, 6), (None, 1)), ((2, 3, 5, 1), (1, None)),
+                ((3, 4, 4), 1)]
+ADAPTIVE_OTHER = [((2, 3, 7, 7), (2, 1)), ((2, 3, 7, 7), (None, 1)), ((2, 3, 7, 7), 3), ((2, 3, 7, 7), (1, 7))]
+
+
+def _check_adaptive(shape, output_size, executors):
+    def f(x):
+        return F.adaptive_avg_pool2d(x.sin(), output_size) * 2
+
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    j = thunderlab.jit(f, pipeline=TRAIN[executors], tiered=False)
+    got, want = j(x), f(x_ref)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want)
+    got.square().sum().backward()
+    want.square().sum().backward()
+    torch.testing.assert_close(x.grad, x_ref.grad)
+    program = thunderlab.last_record(j).program
+    return {s.sym.name for t in ("forward", "backward") for b in program.traces[t].bound_symbols
+            for s in (b.subsymbols or [b])}
+
+
+@pytest.mark.parametrize("executors", ["torch", "inductor"])
+@pytest.mark.parametrize("shape,output_size", ADAPTIVE_ONE)
+def test_adaptive_pooling_to_one_by_one_is_the_mean(shape, output_size, executors):
+    called = _check_adaptive(shape, output_size, executors)
+    assert not {"adaptive_avg_pool2d", "adaptive_avg_pool2d_backward"} & called and {"mean", "sum"} & called, called
+
+
+@pytest.mark.parametrize("shape,output_size", ADAPTIVE_OTHER)
+def test_other_adaptive_pooling_stays_one_call_with_eager_s_backward_kernel(shape, output_size):
+    called = _check_adaptive(shape, output_size, "torch")
+    assert {"adaptive_avg_pool2d", "adaptive_avg_pool2d_backward"} <= called, called

@@ -73,7 +73,7 @@ def pad(a, pad, mode="constant", value=None):
     return prims.pad(a, 0 if value is None else value, tuple(config))
 
 
-# -- pooling: kept whole ------------------------------------------------------------------------
+# -- pooling: kept whole, but for one window over the whole map (its mean) ----------------------------------
 def _max_pool_params(a, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False): ...
 def _avg_pool_params(a, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                      divisor_override=None): ...
@@ -107,8 +107,18 @@ def avg_pool2d(a, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
 
 
 avg_pool1d = opaque_symbol("avg_pool1d", F.avg_pool1d, torch.avg_pool1d, signature=_avg_pool_params)
-adaptive_avg_pool2d = opaque_symbol("adaptive_avg_pool2d", F.adaptive_avg_pool2d, _nn.adaptive_avg_pool2d,
-                                    signature=lambda a, output_size: None)
+@torchsymbol(F.adaptive_avg_pool2d, _nn.adaptive_avg_pool2d, name="adaptive_avg_pool2d", tags={Tag.DECOMPOSE})
+def adaptive_avg_pool2d(a, output_size):
+    """Kept whole (Inductor lowers it, torch's kernel differentiates it), except for a 1x1 output (the head of most
+    convolution networks: ``AdaptiveAvgPool2d(1)`` or ``((1, 1))``), which is the spatial mean: its backward is
+    then a broadcast Inductor fuses with its neighbours, where ``_adaptive_avg_pool2d_backward`` was a call of its
+    own. ``output_size`` is an int or a pair, ``None`` keeping the input's size (PyTorch's documentation)."""
+    if a.ndim not in (3, 4) or not a.dtype.is_floating_point:
+        return NotImplemented
+    size = list(output_size) if isinstance(output_size, (tuple, list)) else [output_size, output_size]
+    if len(size) != 2 or any((n if o is None else o) != 1 for o, n in zip(size, a.shape[-2:])):
+        return NotImplemented
+    return mean(a, (-2, -1), keepdim=True)
 
 
 def _like(t, *inputs):
