@@ -107,6 +107,8 @@ def avg_pool2d(a, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
 
 
 avg_pool1d = opaque_symbol("avg_pool1d", F.avg_pool1d, torch.avg_pool1d, signature=_avg_pool_params)
+
+
 @torchsymbol(F.adaptive_avg_pool2d, _nn.adaptive_avg_pool2d, name="adaptive_avg_pool2d", tags={Tag.DECOMPOSE})
 def adaptive_avg_pool2d(a, output_size):
     """Kept whole (Inductor lowers it, torch's kernel differentiates it), except for a 1x1 output (the head of most
