@@ -14,6 +14,7 @@ GELU kernel by size         executors/torch.py (NATIVE_GELU_...)  eager's kernel
 Inductor graph, unguarded   executors/inductor.py (_direct)       TorchDynamo's guarded function
 linear layers on oneDNN     executors/gemm.py (LinearPass)        MKL's GEMM for every product
 compiles in a worker        executors/compile_process.py          tiered compiles on a thread here
+worker answers recalled     executors/compile_process.py          every region sent to a worker
 autograd.Function C++ apply runtime/autograd.py                   ``Function.apply``
 metadata checked once       core/verify.py (meta_ok, checked)     every call's meta re-derived
 printed lines cached        core/codegen.py (_line)               every line printed afresh
