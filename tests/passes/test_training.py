@@ -447,13 +447,14 @@ def test_enable_grad_inside_a_function_called_under_no_grad():
 
 
 def test_cnn_backward_calls_eager_backward_kernels():
-    """Convolution, batch norm and pooling differentiate to the kernels eager autograd calls, with nothing re-run."""
+    """Convolution, batch norm and pooling differentiate to the kernels eager autograd calls, with nothing re-run
+    (adaptive pooling to 1 x 1 is a mean, tests/ops/test_avg_pool_whole_map.py: here it pools to 1 x 2)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
                                 torch.nn.ReLU6(inplace=True),
                                 torch.nn.MaxPool2d(2), torch.nn.Conv2d(4, 4, 3, stride=2, groups=2, bias=False),
-                                torch.nn.AvgPool2d(2), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
-                                torch.nn.Linear(4, 2)).train()
+                                torch.nn.AvgPool2d(2), torch.nn.AdaptiveAvgPool2d((1, 2)), torch.nn.Flatten(),
+                                torch.nn.Linear(8, 2)).train()
     ref = copy.deepcopy(model)
     x = torch.randn(2, 3, 16, 16)
     j = thunderlab.jit(model)
