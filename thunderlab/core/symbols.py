@@ -51,8 +51,8 @@ class Tag(enum.Enum):
     # PyTorch (Inductor, through TorchDynamo) can take it inside a region, where other opaque calls cut one
     TORCH_TRACEABLE = "torch_traceable"
     # decomposes only the calls its decomposition is for, and those are better decomposed (avg_pool2d: one window
-    # over the whole map is its mean): where a call has subsymbols, autodiff differentiates them and claim claims
-    # them, rather than the call whole
+    # over the whole map is its mean; adaptive_avg_pool2d to 1 x 1 likewise): where a call has subsymbols,
+    # autodiff differentiates them and claim claims them, rather than the call whole
     DECOMPOSE = "decompose"
 
 

@@ -37,6 +37,7 @@ import time
 import torch
 
 from thunderlab.core.codegen import Printer, compile_program, default_namespace, python, symbol_module
+from thunderlab.core.files import write_atomically
 from thunderlab.core.trace import Trace
 from thunderlab.executors import gemm
 
@@ -202,13 +203,9 @@ def _any_answers() -> bool:
 
 
 def _write_json(path: str, value) -> None:
-    """Write ``value`` whole or not at all (another process reading it sees the old entry, the new one or none)."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(value, f)
-        os.replace(tmp, path)
+        write_atomically(path, json.dumps(value))
     except OSError:  # a read-only cache: the next process does the work again
         pass
 

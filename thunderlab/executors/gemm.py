@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 from thunderlab.core import fastpaths
+from thunderlab.core.files import write_atomically
 
 MARGIN = 0.97  # oneDNN is used where its fastest call took at most this share of MKL's
 CALLS = 7  # timed calls of each library per shape (after one untimed call each)
@@ -105,9 +106,7 @@ def remembered(sources: list[str], products: list[dict]) -> list[dict] | None:
         path = _memo_path(sources)
         if products:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(products))
-            tmp.replace(path)  # whole or not at all, for another process reading it
+            write_atomically(path, json.dumps(products))  # whole or not at all, for another process reading it
             return products
         if path.exists():
             return json.loads(path.read_text()) or None

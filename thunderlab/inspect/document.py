@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 
+from thunderlab.core.files import write_atomically
 from thunderlab.core.notes import Notes
 
 from .record import CompileRecord, Step, Verification
@@ -41,12 +42,7 @@ def save(record: CompileRecord, path) -> Path:
 def write_payload(payload: dict, path) -> Path:
     """Write a record's payload (``RecordPayload(record).to_dict()``) to ``path``; returns the path."""
     p = _check_path(path, "save")
-    text = json.dumps(payload, allow_nan=False, ensure_ascii=False)
-    # written beside and renamed, so a reader (or a crash) never sees half a file
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, p)
-    return p
+    return write_atomically(p, json.dumps(payload, allow_nan=False, ensure_ascii=False))
 
 
 def read_payload(path) -> dict:
