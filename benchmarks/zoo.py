@@ -15,11 +15,14 @@ zero_grad), the --variants below run on their own copies of the model (same weig
   thunderlab-channels-last  the default pipeline with channels-last{when=always} (2-D convolutions on NHWC
                      tensors whether or not its timing finds them faster), waited for as thunderlab is.
 Each variant's first call is timed (wall clock: capture, passes, compiles, run); thunderlab's also with the wait
-for its kernels (ready_s). Then every variant is warmed up and --rounds rounds time one step of each in turn,
-in a new order each round; a ratio is the median of per-round ratios with a 95% bootstrap interval
-(benchmarks/paired.py), which cancels the machine's drift. --clock cpu (the default on CPU) runs on one thread and
-times each step by the CPU time its thread used (time.thread_time), which other processes on a loaded machine
-inflate far less than wall time; the load average is recorded before and after each case.
+for its kernels (ready_s). Then every variant is warmed up and --rounds rounds time --calls steps of each in turn
+(one after another, the time per step), in a new order each round; a ratio is the median of per-round ratios
+with a 95% bootstrap interval (benchmarks/paired.py), which cancels the machine's drift. --clock cpu (the default on
+CPU) runs on one thread and times each step by the CPU time its thread used (time.thread_time), which other
+processes on a loaded machine inflate far less than wall time; the load average is recorded before and after each case.
+--calls (default 5): a training loop calls one model again and again, so its weights and activations are in the
+caches; a single step between two other copies' steps starts with caches those copies filled, and on CPU runs up
+to twice as long (BERT-sized zoo models, thunderlab and torch.compile alike). --calls 1 times that cold step.
 --device cuda runs every variant's model and inputs on the GPU (float32, TF32 off as in eager's default) and times
 each step by wall clock between two torch.cuda.synchronize() calls (--clock wall, the only clock there).
 TORCHINDUCTOR_CACHE_DIR (default /tmp/thunderlab_bench_inductor_cache) is shared by both compilers and by runs:
@@ -32,7 +35,8 @@ Writes --out (default benchmarks/results/zoo_vs_compile.json), rewritten after e
 its rows.
 
 Run:  .venv/bin/python benchmarks/zoo.py [--models bert,llama] [--modes inference,train]
-      [--variants thunderlab,torch.compile,thunderlab-torch] [--attn default|all] [--rounds 15] [--clock cpu|wall]
+      [--variants thunderlab,torch.compile,thunderlab-torch] [--attn default|all] [--rounds 15] [--calls 5]
+      [--clock cpu|wall]
       [--checks jit,compile,train,shapes] [--checks-built] [--no-timing] [--device cpu|cuda] [--out PATH]
       .venv/bin/python benchmarks/zoo.py --merge A.json B.json ... [--out PATH]
         one table from several runs (the whole zoo split across processes, timings taken apart from the
@@ -161,8 +165,9 @@ def _to_device(x: dict) -> dict:
     return {k: v.to(DEVICE) if isinstance(v, torch.Tensor) else v for k, v in x.items()}
 
 
-def time_steps(entry, attn, train: bool, rounds: int, names: list[str]) -> dict:
-    """Paired step times of the variants ``names`` (eager first) on their own copies of one model."""
+def time_steps(entry, attn, train: bool, rounds: int, names: list[str], calls: int = 5) -> dict:
+    """Paired step times of the variants ``names`` (eager first) on their own copies of one model: per round,
+    each variant's time per step over ``calls`` steps in a row."""
     variants = {}
     for name in names:
         model, _ = pair(entry, attn)
@@ -201,9 +206,10 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str]) -> dict:
             fn, model = variants[name]
             _sync()
             t0 = CLOCK()
-            _step(fn, model, x, train)
+            for _ in range(calls):
+                _step(fn, model, x, train)
             _sync()
-            times[name].append(CLOCK() - t0)
+            times[name].append((CLOCK() - t0) / calls)
     out = {"first_call_s": first, "ready_s": ready, "regions": regions,
            "median_ms": {n: 1e3 * statistics.median(t) for n, t in times.items()}, "ratios": {}}
     for name in names[1:]:
@@ -307,6 +313,9 @@ def main():
                     help="transformers' default attention implementation (sdpa where offered; the default), or "
                          "every one the model offers among eager and sdpa")
     ap.add_argument("--rounds", type=int, default=15, help="interleaved timing rounds per case and mode")
+    ap.add_argument("--calls", type=int, default=5,
+                    help="steps of one variant in a row per round, timed together (default 5; 1: each step starts "
+                         "with caches the other copies filled)")
     ap.add_argument("--checks", default="", help="also run these correctness modes of tests/zoo/check.py: "
                                                  f"{', '.join(CHECKS)} (default: none)")
     ap.add_argument("--no-timing", action="store_true", help="only the --checks")
@@ -329,6 +338,8 @@ def main():
         Path(args.out).write_text(json.dumps(table, indent=1))
         print(json.dumps(table["summary"], indent=1))
         return
+    if args.calls < 1 or args.rounds < 1:
+        raise SystemExit(f"--rounds and --calls must be at least 1 (got {args.rounds} and {args.calls})")
     names = _names(args.models, by_name, "--models")
     kinds = _names(args.modes, KINDS, "--modes")
     variants = ["eager"] + [v for v in _names(args.variants, VARIANTS[1:], "--variants")]
@@ -356,7 +367,8 @@ def main():
             "threads": torch.get_num_threads(), "pipeline": thunderlab.DEFAULT_PIPELINE,
             "executors": os.environ.get("THUNDERLAB_EXECUTORS", "default"), "clock": args.clock,
             "device": DEVICE, "gpu": torch.cuda.get_device_name(0) if DEVICE == "cuda" else None,
-            "rounds": args.rounds, "attn": args.attn, "modes": kinds, "variants": variants, "checks": checks,
+            "rounds": args.rounds, "calls_per_round": args.calls, "attn": args.attn, "modes": kinds,
+            "variants": variants, "checks": checks,
             "checks_built": args.checks_built,
             "inductor_cache": os.environ["TORCHINDUCTOR_CACHE_DIR"],
             "inductor_cache_files_at_start": _inductor_cache_files(), "load_average_at_start": os.getloadavg()}
@@ -374,7 +386,7 @@ def main():
                 for kind in kinds:
                     torch._dynamo.reset()
                     try:
-                        row[kind] = time_steps(entry, attn, kind == "train", args.rounds, variants)
+                        row[kind] = time_steps(entry, attn, kind == "train", args.rounds, variants, args.calls)
                     except Exception as e:  # noqa: BLE001 - a model that fails is recorded, not timed
                         row[kind] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
             row["load_average"]["after"] = os.getloadavg()
