@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import inspect
 import json
 import os
 import platform
@@ -33,18 +32,13 @@ MODELS = "bert,deberta_v2,gpt2,llama,mixtral,t5,whisper,vit,resnet,mobilenet_v2"
 
 
 def frame_locals(model, code, kwargs: dict) -> dict:
-    """The locals of ``model.forward``'s frame at a call ``model(**kwargs)``, as Python fills them."""
-    star = code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
-    names = code.co_varnames
-    if star == inspect.CO_VARARGS | inspect.CO_VARKEYWORDS and code.co_argcount == 1:
-        out = {names[0]: model, names[1]: (), names[2]: dict(kwargs)}  # (self, *args, **kwargs)
-    elif star == inspect.CO_VARARGS | inspect.CO_VARKEYWORDS and code.co_argcount == 0:
-        out = {names[0]: (model,), names[1]: dict(kwargs)}  # (*args, **kwargs), self among the args
-    else:
-        bound = inspect.signature(type(model).forward).bind(model, **kwargs)
-        bound.apply_defaults()
-        out = dict(bound.arguments)
-    for name, cell in zip(code.co_freevars, type(model).forward.__closure__ or ()):
+    """The locals of ``model.forward``'s frame at a call ``model(**kwargs)``, as Python fills them (bound as
+    thunderlab's direct calls bind them)."""
+    from thunderlab.frontend.dispatch import Binder
+
+    forward = type(model).forward
+    out = Binder(code, forward.__defaults__, forward.__kwdefaults__).bind((model,), kwargs)[0]
+    for name, cell in zip(code.co_freevars, forward.__closure__ or ()):
         out[name] = cell.cell_contents
     return out
 
@@ -67,7 +61,7 @@ def measure(name: str, checks: int, steps: int) -> dict:
             fn(**x)
             _wait(fn)
         code = type(model).forward.__code__
-        entries = [e for e in _debug_get_cache_entry_list(code)]
+        entries = list(_debug_get_cache_entry_list(code))
         locals_ = frame_locals(model, code, x)
         passing = [e for e in entries if getattr(e.guard_manager, "root", e.guard_manager).check(locals_)]
         if not passing:
@@ -108,14 +102,11 @@ def main():
 
     torch._dynamo.config.use_recursive_dict_tags_for_guards = args.recursive_dict_tags
 
+    from benchmarks.zoo import _names
     from tests.zoo.models import ZOO
 
     torch.set_num_threads(1)
-    known = {e.name for e in ZOO}
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in models if m not in known]
-    if unknown:
-        raise SystemExit(f"--models: unknown {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+    models = _names(args.models, [e.name for e in ZOO], "--models")
     out = {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                     "torch": torch.__version__, "python": platform.python_version(), "threads": 1,
                     "recursive_dict_tags": args.recursive_dict_tags, "load_average_at_start": os.getloadavg()},

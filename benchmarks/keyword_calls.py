@@ -131,22 +131,17 @@ def main():
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "keyword_calls.json"))
     args = ap.parse_args()
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in modes if m not in ("inference", "train")]
-    if bad or args.rounds < 1 or args.calls < 1:
-        raise SystemExit(f"--modes takes inference and train (got {', '.join(bad) or args.modes}); --rounds and "
-                         f"--calls at least 1")
+    if args.rounds < 1 or args.calls < 1:
+        raise SystemExit(f"--rounds and --calls must be at least 1 (got {args.rounds} and {args.calls})")
     import torch
+
+    from benchmarks.zoo import _names
+    from tests.zoo.models import ZOO
 
     torch.set_num_threads(1)
     random.seed(0)
-    from tests.zoo.models import ZOO
-
-    known = {e.name for e in ZOO}
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = [m for m in models if m not in known]
-    if unknown:
-        raise SystemExit(f"--models: unknown {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+    modes = _names(args.modes, ["inference", "train"], "--modes")
+    models = _names(args.models, [e.name for e in ZOO], "--models")
     out = {"meta": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                     "torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
                     "threads": 1, "rounds": args.rounds, "calls_per_round": args.calls,

@@ -139,7 +139,7 @@ class Binder:
                 return None
         defaults = self.defaults
         frame = {}  # in the signature's order, as inspect gives it
-        rest = tuple(args[n:])
+        rest = args[n:]
         for names, star, value in ((positional, self.varargs, rest), (self.kwonly, self.varkw, extra)):
             for name in names:
                 if name in given:
