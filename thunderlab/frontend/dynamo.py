@@ -16,6 +16,7 @@ import torch
 
 from thunderlab.runtime.compiled import CompiledGraph, Options
 
+from .attribute_guards import collapse as collapse_attribute_guards
 from .fx import lower, slim, source_of, value_inputs
 
 _graph_ids = itertools.count()
@@ -34,6 +35,10 @@ class Backend:
         weakref.finalize(self, _release, self.graphs)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
+        try:
+            collapse_attribute_guards()
+        except Exception as e:  # an optimization of guards only: the compile goes on with Dynamo's own
+            warnings.warn(f"thunderlab: config guards left as TorchDynamo made them ({e!r})", stacklevel=2)
         index = next(_graph_ids)
         name = self.name or getattr(gm, "_thunderlab_name", None) or f"graph{index}"
         if self.graphs:
