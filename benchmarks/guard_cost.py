@@ -2,10 +2,13 @@
 
 Every call of a compiled model first checks the guards TorchDynamo recorded while capturing it (tensors' sizes and
 strides, module attributes, the model's config, globals): torch.compile's frame hook does it, and so do
-thunderlab's direct calls, with the same guard tree (its C++ check, given the frame's locals). Per zoo model, after
-``thunderlab.jit`` has compiled it and built its kernels: the tree's size (guards, and those that read the model's
-config), the check's time alone (best of three runs of --checks calls, on the frame's locals of the timed call),
-and the inference step's time (median of --steps calls), one thread. --recursive-dict-tags compiles with TorchDynamo's
+thunderlab's direct calls (the tree's C++ check, given the frame's locals). thunderlab's tree differs from
+torch.compile's in one way: the guards on a config's attributes are one dict-version guard
+(``thunderlab/frontend/attribute_guards.py``). Per zoo model, after ``thunderlab.jit`` has compiled it and built
+its kernels: the tree's size (guards, those that read the model's config, dict-version guards), the check's time
+alone (best of three runs of --checks calls, on the frame's locals of the timed call), and the inference step's
+time (median of --steps calls); then the same for ``torch.compile`` (Inductor, its defaults): its tree's size and
+check time on the same call. One thread. --recursive-dict-tags compiles with TorchDynamo's
 ``use_recursive_dict_tags_for_guards`` on (off by default: before CPython 3.12 its fast path may read freed memory;
 thunderlab keeps Dynamo's default), which skips a module's guards while its ``__dict__`` is unchanged.
 
@@ -43,9 +46,36 @@ def frame_locals(model, code, kwargs: dict) -> dict:
     return out
 
 
+def _check_time(code, locals_: dict, checks: int):
+    """(the guard manager of the cache entry of ``code`` whose guards pass on ``locals_``, seconds per check: best
+    of three runs of ``checks`` checks), or None where none passes."""
+    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    entries = list(_debug_get_cache_entry_list(code))
+    passing = [e for e in entries if getattr(e.guard_manager, "root", e.guard_manager).check(locals_)]
+    if not passing:
+        return None
+    manager = passing[0].guard_manager
+    check = getattr(manager, "root", manager).check
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(checks):
+            check(locals_)
+        best = min(best, (time.perf_counter() - t0) / checks)
+    return manager, best
+
+
+def _tree(manager) -> dict:
+    tree = str(manager)
+    return {"guards": len(re.findall(r"\+- ([A-Z_]+):", tree)),
+            "guards_on_config": sum(1 for line in tree.splitlines()
+                                    if re.search(r"\+- [A-Z_]+:", line) and ".config" in line),
+            "dict_version_guards": tree.count("DICT_VERSION:")}
+
+
 def measure(name: str, checks: int, steps: int) -> dict:
     import torch
-    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
 
     import thunderlab
     from benchmarks.zoo import _wait
@@ -56,37 +86,39 @@ def measure(name: str, checks: int, steps: int) -> dict:
     model.eval()
     fn = thunderlab.jit(model)
     x = inputs(entry, model, batch=4, length=16)
+    code = type(model).forward.__code__
     with torch.no_grad():
         for _ in range(12):
             fn(**x)
             _wait(fn)
-        code = type(model).forward.__code__
-        entries = list(_debug_get_cache_entry_list(code))
         locals_ = frame_locals(model, code, x)
-        passing = [e for e in entries if getattr(e.guard_manager, "root", e.guard_manager).check(locals_)]
-        if not passing:
+        found = _check_time(code, locals_, checks)
+        if found is None:
             return {"error": "no cache entry's guards pass on the timed call's locals"}
-        manager = passing[0].guard_manager
-        check = getattr(manager, "root", manager).check
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for _ in range(checks):
-                check(locals_)
-            best = min(best, (time.perf_counter() - t0) / checks)
+        manager, best = found
         times = []
         for _ in range(steps):
             t0 = time.perf_counter()
             fn(**x)
             times.append(time.perf_counter() - t0)
-    tree = str(manager)
-    guards = re.findall(r"\+- ([A-Z_]+):", tree)
-    config = sum(1 for line in tree.splitlines() if re.search(r"\+- [A-Z_]+:", line) and ".config" in line)
-    step = statistics.median(times)
+        row = {**_tree(manager), "check_us": round(best * 1e6, 2)}
+        step = statistics.median(times)
+        row.update(step_us=round(step * 1e6, 1), check_share_of_step=round(best / step, 4),
+                   direct_calls=fn.cache_info["direct_calls"])
+        del manager, fn
+        torch._dynamo.reset()
+        # torch.compile's tree for the same model and call (Inductor, its defaults)
+        compiled = torch.compile(model)
+        for _ in range(3):
+            compiled(**x)
+        found = _check_time(code, locals_, checks)
+        if found is not None:
+            tc = _tree(found[0])
+            row["torch_compile"] = {"guards": tc["guards"], "guards_on_config": tc["guards_on_config"],
+                                    "check_us": round(found[1] * 1e6, 2)}
+            del found
     torch._dynamo.reset()
-    return {"guards": len(guards), "guards_on_config": config, "check_us": round(best * 1e6, 2),
-            "step_us": round(step * 1e6, 1), "check_share_of_step": round(best / step, 4),
-            "direct_calls": fn.cache_info["direct_calls"]}
+    return row
 
 
 def main():

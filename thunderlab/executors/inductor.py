@@ -1,6 +1,7 @@
 """The inductor executor: compiles each fusion region with TorchInductor (C++ on CPU, Triton on GPU)."""
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import threading
@@ -36,6 +37,13 @@ _recent: deque[Callable] = deque(maxlen=64)
 _lock = threading.RLock()  # re-entered when a collection during an update frees a callable (see _forget)
 
 
+@functools.lru_cache(maxsize=8)
+def _compiler(cxx: str, path: str) -> bool:
+    """Whether a C++ compiler is on ``path`` (``cxx``, c++ or clang++); looked up once per setting, as claiming
+    asks for every call of a program."""
+    return any(shutil.which(c, path=path) for c in (cxx, "c++", "clang++"))
+
+
 class InductorExecutor(FusionExecutor):
     name = "inductor"
 
@@ -47,7 +55,7 @@ class InductorExecutor(FusionExecutor):
                 pass
             else:
                 return True, ""
-        if shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++") or shutil.which("clang++"):
+        if _compiler(os.environ.get("CXX", "g++"), os.environ.get("PATH", "")):
             return True, ""
         return False, "TorchInductor on CPU needs a C++ compiler (install g++), or a GPU with Triton"
 
