@@ -161,12 +161,15 @@ def collapse() -> int:
         return False
 
     kept = [g for g in guards.inner if g not in dropped and not below(g.originating_source)]
+    # the replacement guards are made before anything is dropped: a failure leaves the frame's guards whole
+    added = [guard for base in {base for _, base in drop}
+             for guard in (GenericAttrSource(base, "__dict__").make_guard(GuardBuilder.DICT_VERSION),
+                           base.make_guard(GuardBuilder.TYPE_MATCH))]
     n = len(guards.inner) - len(kept)
     guards.inner = OrderedSet(kept)
     guards.source_to_guards = defaultdict(list)
     for g in kept:
         guards.track_guard_by_source(g)
-    for base in {base for _, base in drop}:
-        guards.add(GenericAttrSource(base, "__dict__").make_guard(GuardBuilder.DICT_VERSION))
-        guards.add(base.make_guard(GuardBuilder.TYPE_MATCH))
+    for guard in added:
+        guards.add(guard)
     return n
