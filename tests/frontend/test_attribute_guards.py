@@ -167,3 +167,13 @@ def test_hugging_face_config_change_reaches_the_jitted_model():
         ref = model(**x)
     assert out.hidden_states is not None and len(out.hidden_states) == len(ref.hidden_states)
     torch.testing.assert_close(out.logits, ref.logits)
+
+
+def test_torch_compile_with_the_thunderlab_backend_gets_the_same_guard():
+    m = Net(scale=2.0, relu=True, sizes=[1])
+    c = torch.compile(m, backend="thunderlab")
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(c(x), m(x))
+    assert "___dict_version" in _tree(m)
+    m.config.scale = 0.25
+    torch.testing.assert_close(c(x), m(x))
