@@ -12,6 +12,7 @@ class Config:
     """Like Hugging Face's configs: attribute reads run Python code (an alias map)."""
 
     aliases = {"factor": "scale"}
+    bias = 0.0  # a class attribute, read through instances
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -34,7 +35,7 @@ class Net(torch.nn.Module):
             y = y.relu()
         if hasattr(self.config, "shift"):
             y = y + self.config.shift
-        return y + len(self.config.sizes)
+        return y + len(self.config.sizes) + self.config.bias
 
 
 def _entries(m) -> list:
@@ -62,10 +63,12 @@ def test_config_reads_are_one_version_guard_and_results_match_eager():
     assert "___dict_version" in tree
     assert "config.scale" not in tree and "config.relu" not in tree  # the scalar reads were replaced
     assert "len(L['self'].config.sizes)" in tree  # a list's length: kept, the version does not see it change
+    assert "config.bias" in tree  # found on the class: kept, the instance's version does not see the class
     assert j.cache_info["direct_calls"] >= 2
 
 
-@pytest.mark.parametrize("change", ["scale", "alias", "flag", "new attribute", "list in place", "whole dict"])
+@pytest.mark.parametrize("change", ["scale", "alias", "flag", "new attribute", "list in place", "whole dict",
+                                    "class attribute", "instance attribute over the class's"])
 def test_every_change_to_the_config_reaches_the_next_call(change):
     m = Net(scale=2.0, relu=True, sizes=[1, 2])
     j = thunderlab.jit(m)
@@ -84,6 +87,10 @@ def test_every_change_to_the_config_reaches_the_next_call(change):
         cfg.shift = 10.0
     elif change == "list in place":
         cfg.sizes.append(3)
+    elif change == "class attribute":
+        Config.bias = 7.0
+    elif change == "instance attribute over the class's":
+        cfg.bias = -7.0
     else:
         object.__setattr__(cfg, "__dict__", {**object.__getattribute__(cfg, "__dict__"), "scale": 0.5})
     try:
@@ -91,7 +98,7 @@ def test_every_change_to_the_config_reaches_the_next_call(change):
         for _ in range(2):
             torch.testing.assert_close(j(x), expected)
     finally:
-        Config.aliases = {"factor": "scale"}
+        Config.aliases, Config.bias = {"factor": "scale"}, 0.0
 
 
 def test_writing_the_same_value_every_step_recompiles_once():

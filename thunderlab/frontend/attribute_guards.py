@@ -10,12 +10,15 @@ hook and by thunderlab's direct calls alike.
 ``collapse()``, called by thunderlab's backend while TorchDynamo compiles a frame, replaces those guards, where
 it can prove the replacement at least as strict, by one guard per such object: its instance dictionary's
 version (``DICT_VERSION``, a C check of a counter CPython changes on every write to the dictionary). A guard is
-replaced when its value is an immutable scalar (a number, string, bytes, None, or a tuple of them) read as one
-attribute of the object, or when it is a ``hasattr`` on the object. Such a value is computed by the class's
-``__getattribute__`` from the instance dictionary and the class; the class, its method and the class attributes
-that method read stay guarded as TorchDynamo guarded them, and the instance dictionary cannot change without
-changing its version. Guards on what lies below a mutable attribute (a list's length, a nested config's
-fields) are kept.
+replaced when it reads one attribute held in the object's instance dictionary and its value is an immutable
+scalar (a number, string, bytes, None, or a tuple of them), or when it is a ``hasattr`` on the object. Such a
+value is computed by the class's ``__getattribute__`` from the instance dictionary and the class; the class, its
+method and the class attributes that method read stay guarded as TorchDynamo guarded them, and the instance
+dictionary cannot change without changing its version. Guards on values found on the class, and on what lies below
+a mutable attribute (a list's length, a nested config's fields), are kept. What goes unseen that TorchDynamo's
+guards would see is a change to the config's class after the compile that changes what ``hasattr`` answers or
+puts a property over an instance attribute: adding or deleting an attribute of the class itself (a write to the
+instance is always seen).
 
 The replacement is stricter where the object is written with an equal value (another object; writing the very
 object it holds leaves the version as it was): the version changes and the frame is compiled again. So objects
@@ -128,9 +131,9 @@ def collapse() -> int:
     for guard in guards.inner:
         source = guard.originating_source
         if guard.create_fn_name() == "HASATTR":
-            base = source
+            base, member = source, getattr(getattr(guard, "create_fn", None), "keywords", {}).get("attr")
         elif type(source) is AttrSource:
-            base = source.base
+            base, member = source.base, source.member
         else:
             continue
         if base not in bases:
@@ -140,8 +143,8 @@ def collapse() -> int:
             continue
         if base not in allowed:
             allowed[base] = _allowed(bases[base], code, dict_version)
-        if not allowed[base]:
-            continue
+        if not allowed[base] or (source is not base and member not in object.__getattribute__(bases[base], "__dict__")):
+            continue  # a value found on the class: a change to the class would not show in the instance's version
         if base is not source:
             ok, attr = value(source)
             if not ok or not _immutable(attr):
