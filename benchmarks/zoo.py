@@ -15,10 +15,10 @@ zero_grad), the --variants below run on their own copies of the model (same weig
   thunderlab-channels-last  the default pipeline with channels-last{when=always} (2-D convolutions on NHWC
                      tensors whether or not its timing finds them faster), waited for as thunderlab is.
 Each variant's first call is timed (wall clock: capture, passes, compiles, run); thunderlab's also with the wait
-for its kernels (ready_s). TorchDynamo keeps what it computes once per function (its bytecode analysis, source
-lines), so the first compiler to capture a model would pay for it and the second would not: before the first
-calls, Dynamo alone (backend "eager") captures a copy of the model of its own, so that both compilers' first
-calls start alike. Then every variant is warmed up and --rounds rounds time --calls steps of each in turn
+for its kernels (ready_s). TorchDynamo keeps some of what it works out for a function from one capture to the
+next, so the first compiler to capture a model paid about 0.1 s more than the second (BERT, both ways round): before
+the first calls, Dynamo alone (backend "eager") captures a copy of the model of its own, so that both compilers'
+first calls start alike. Then every variant is warmed up and --rounds rounds time --calls steps of each in turn
 (one after another, the time per step), in a new order each round; a ratio is the median of per-round ratios
 with a 95% bootstrap interval (benchmarks/paired.py), which cancels the machine's drift. --clock cpu (the default on
 CPU) runs on one thread and times each step by the CPU time its thread used (time.thread_time), which other
@@ -178,9 +178,9 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str], calls: i
         variants[name] = (_make(name, model), model)
     x = _to_device(inputs(entry, variants["eager"][1], batch=4, length=16))
     if sum(not n.startswith("eager") for n in names) > 1:
-        # TorchDynamo computes some things once per function (its bytecode analysis, source lines) and keeps
-        # them: the first compiler to capture a function would pay for them and the next would not. A capture
-        # by Dynamo alone (backend "eager") on a copy of its own pays for them before either is timed.
+        # TorchDynamo keeps some of what it works out for a function from one capture to the next: the first
+        # compiler to capture it would pay for that and the next would not. A capture by Dynamo alone (backend
+        # "eager") on a copy of its own pays for it before either is timed.
         model, _ = pair(entry, attn)
         model.to(DEVICE).train(train)
         _step(torch.compile(model, backend="eager"), model, x, train)
