@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
-import random
 import subprocess
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/thunderlab_bench_inductor_cache")
 
-from benchmarks.paired import describe, paired_ratio  # noqa: E402
+from benchmarks.paired import describe, interleaved, paired_ratio  # noqa: E402
 
 VARIANTS = ("eager", "decomposed", "whole", "torch.compile")
 
@@ -65,16 +64,8 @@ def run_one(symbol: str, model: str, mode: str, rounds: int, calls: int = 3) -> 
             object.__setattr__(sym, "tags", tags)
         for _ in range(20):  # the race's calls, and warm-up
             _step(fn, m, x, train)
-    times = {v: [] for v in fns}
-    for _ in range(rounds):
-        order = list(fns)
-        random.shuffle(order)
-        for v in order:
-            fn, m = fns[v]
-            t0 = time.thread_time()
-            for _ in range(calls):
-                _step(fn, m, x, train)
-            times[v].append((time.thread_time() - t0) / calls)
+    times = interleaved({v: functools.partial(_step, fn, m, x, train) for v, (fn, m) in fns.items()}, rounds,
+                        calls=calls)
     races = {v: [f"{i}/{n}: {reg['running']}: {(reg.get('race') or {}).get('why') or ''}"
                  for i, rec in enumerate(fns[v][0].records) for n, reg in thunderlab.session(rec).timings().items()]
              for v in ("decomposed", "whole")}  # which version each region runs, and why (the race's verdict)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import inspect
 import json
 import os
@@ -30,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/thunderlab_bench_inductor_cache")
 
-from benchmarks.paired import describe, paired_ratio  # noqa: E402
+from benchmarks.paired import describe, interleaved, paired_ratio  # noqa: E402
 
 VARIANTS = ("eager", "binder", "inspect", "torch.compile")
 
@@ -98,21 +99,20 @@ def time_model(model: str, train: bool, rounds: int, calls: int) -> dict:
     binder = direct._binder
     binds = {"binder": binder.bind, "inspect": lambda args, kwargs: None}  # None: every binding left to inspect
     hits = {"binder": 0, "inspect": 0}
-    times = {v: [] for v in VARIANTS}
-    order = list(VARIANTS)
-    for _ in range(rounds):
-        random.shuffle(order)
-        for v in order:
-            fn, m = fns[v]
-            if v in binds:
-                binder.bind = binds[v]
-                before = direct.hits
-            t0 = time.thread_time()
-            for _ in range(calls):
-                _step(fn, m, x, train)
-            times[v].append((time.thread_time() - t0) / calls)
-            if v in binds:
-                hits[v] += direct.hits - before
+
+    def run(v):
+        fn, m = fns[v]
+        if v not in binds:
+            return functools.partial(_step, fn, m, x, train)
+
+        def with_binding():  # the same compiled model, binding by this variant's way
+            binder.bind = binds[v]
+            before = direct.hits
+            _step(fn, m, x, train)
+            hits[v] += direct.hits - before
+        return with_binding
+
+    times = interleaved({v: run(v) for v in VARIANTS}, rounds, calls=calls)
     del binder.bind  # the class's method again
     torch._dynamo.reset()
     return {"median_ms": {v: round(1e3 * statistics.median(t), 4) for v, t in times.items()},

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import random
 import statistics
+import time
+from collections.abc import Callable
 
 
 def paired_ratio(a: list[float], b: list[float], *, resamples: int = 2000, seed: int = 0) -> dict:
@@ -26,3 +28,26 @@ def describe(p: dict) -> str:
     if p["median"] is None:
         return "-"
     return f"{p['median']:.3f} [{p['lo95']:.3f}, {p['hi95']:.3f}]"
+
+
+def interleaved(runs: dict[str, Callable[[], object]], rounds: int, *, calls: int = 1,
+                clock: Callable[[], float] = time.thread_time,
+                sync: Callable[[], object] | None = None) -> dict[str, list[float]]:
+    """Each variant's time per call, one sample per round: in each round, in a new order, ``runs[name]`` is called
+    ``calls`` times in a row and timed by ``clock``; ``sync``, where given, is called before the clock is read at
+    either end (to wait for a GPU's queued work)."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    order = list(runs)
+    for _ in range(rounds):
+        random.shuffle(order)
+        for name in order:
+            run = runs[name]
+            if sync is not None:
+                sync()
+            t0 = clock()
+            for _ in range(calls):
+                run()
+            if sync is not None:
+                sync()
+            times[name].append((clock() - t0) / calls)
+    return times

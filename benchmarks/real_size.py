@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import os
 import platform
-import random
 import statistics
 import sys
 import time
@@ -36,7 +36,7 @@ sys.path = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROO
 import torch  # noqa: E402
 
 import thunderlab  # noqa: E402
-from benchmarks.paired import describe, paired_ratio  # noqa: E402
+from benchmarks.paired import describe, interleaved, paired_ratio  # noqa: E402
 from thunderlab.executors import gemm  # noqa: E402
 
 MODELS = {"bert": ("BertConfig", "BertForMaskedLM"), "gpt2": ("GPT2Config", "GPT2LMHeadModel")}
@@ -97,15 +97,8 @@ def measure(name: str, train: bool, tokens: int, rounds: int) -> dict:
         for _ in range(2):
             step(fn, model, x, train)
         variants[v] = (fn, model)
-    times = {v: [] for v in variants}
-    order = list(variants)
-    for _ in range(rounds):
-        random.shuffle(order)
-        for v in order:
-            fn, model = variants[v]
-            t0 = time.thread_time()
-            step(fn, model, x, train)
-            times[v].append(time.thread_time() - t0)
+    times = interleaved({v: functools.partial(step, fn, model, x, train) for v, (fn, model) in variants.items()},
+                        rounds)
     ratios = {f"{v} / eager": paired_ratio(times[v], times["eager"]) for v in VARIANTS[1:]}
     ratios["thunderlab / torch.compile"] = paired_ratio(times["thunderlab"], times["torch.compile"])
     ratios["thunderlab / thunderlab-mkl"] = paired_ratio(times["thunderlab"], times["thunderlab-mkl"])

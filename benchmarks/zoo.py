@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import math
 import os
@@ -70,7 +71,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 
 import thunderlab  # noqa: E402
-from benchmarks.paired import describe, paired_ratio  # noqa: E402
+from benchmarks.paired import describe, interleaved, paired_ratio  # noqa: E402
 from tests.zoo.check import JIT_OPTIONS as check_options  # noqa: E402
 from tests.zoo.check import MODES as CHECKS  # noqa: E402
 from tests.zoo.check import run  # noqa: E402
@@ -209,18 +210,8 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str], calls: i
             _step(fn, model, x, train)
     for name in regions:  # after the warm-up calls: every region has switched to what it will run
         regions[name] = _wait(variants[name][0])
-    times = {name: [] for name in variants}
-    order = list(variants)
-    for _ in range(rounds):
-        random.shuffle(order)
-        for name in order:
-            fn, model = variants[name]
-            _sync()
-            t0 = CLOCK()
-            for _ in range(calls):
-                _step(fn, model, x, train)
-            _sync()
-            times[name].append((CLOCK() - t0) / calls)
+    times = interleaved({name: functools.partial(_step, fn, model, x, train) for name, (fn, model) in variants.items()},
+                        rounds, calls=calls, clock=CLOCK, sync=_sync)
     out = {"first_call_s": first, "ready_s": ready, "regions": regions,
            "median_ms": {n: 1e3 * statistics.median(t) for n, t in times.items()}, "ratios": {}}
     for name in names[1:]:
