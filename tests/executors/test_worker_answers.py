@@ -42,6 +42,8 @@ for g in got:
     torch.testing.assert_close(g, f(x, w))
 tl = compile_process.timeline()
 print(json.dumps({"regions": {k: [r.version, r.compiled_in] for k, r in live.regions.items()},
+                  "light": [r.fn.light for r in live.regions.values()],
+                  "compiler_imported": "torch._inductor.select_algorithm" in sys.modules,
                   "requests": [q["region"] for q in tl["requests"] if q["ok"]],
                   "recalled": [q["region"] for q in tl["recalled"]],
                   "worker_started": tl["spawned_at"] is not None, "recalled_text": RECALLED}))
@@ -68,6 +70,8 @@ def test_a_second_process_loads_the_module_an_earlier_worker_wrote(tmp_path):
     assert all(v == ["inductor", second["recalled_text"]] for v in second["regions"].values()), second
     assert set(second["recalled"]) == set(second["regions"])
     assert second["requests"] == [] and not second["worker_started"], second
+    # loaded without Inductor's compiler: its kernel templates are never imported in this process
+    assert all(second["light"]) and not second["compiler_imported"], second
 
     other = _run(cache, 5)  # another shape: another module, from a worker
     assert all(v == ["inductor", "worker process"] for v in other["regions"].values()), other
@@ -75,6 +79,24 @@ def test_a_second_process_loads_the_module_an_earlier_worker_wrote(tmp_path):
 
     off = _run(cache, 6, answers="0")  # recalling switched off: the worker is asked
     assert off["recalled"] == [] and set(off["requests"]) == set(off["regions"]), off
+
+
+def test_a_module_whose_kernel_library_is_gone_is_loaded_as_inductor_loads_it(tmp_path):
+    """The light load needs each kernel's library where the worker left it; without one the module is loaded by
+    Inductor, which builds the library again, and the region still switches and gives eager's values (checked
+    in the program)."""
+    cache = str(tmp_path / "inductor")
+    first = _run(cache, 7)
+    assert all(first["light"]), first
+    answers = [os.path.join(cache, "thunderlab_worker", n) for n in os.listdir(os.path.join(cache, "thunderlab_worker"))
+               if n.endswith(".json") and not n.startswith("vec_isa")]
+    libraries = [p for a in answers for p in json.load(open(a)).get("kernels", {}).values()]
+    assert libraries
+    for p in libraries:
+        os.remove(p)
+    second = _run(cache, 7)
+    assert all(v[0] == "inductor" for v in second["regions"].values()), second
+    assert second["compiler_imported"], second  # Inductor loaded the module (and built its libraries again)
 
 
 def test_an_entry_whose_module_is_gone_is_dropped_and_asked_again(tmp_path, monkeypatch):
@@ -136,3 +158,21 @@ def test_the_vector_instruction_probe_is_remembered(tmp_path):
     else:  # a set failed its probe (or none was probed): nothing is taken on trust
         assert second["probes"] == first["probes"]
 
+
+
+def test_each_library_call_of_inductor_is_named_so_that_it_is_found_again():
+    """``extern_kernels`` names (Inductor's module calls ``extern_kernels.mm``...) are sent as torch names; a
+    Python function of Inductor's own has none (its module is then loaded as Inductor loads it)."""
+    import torch
+    import torch._inductor.lowering  # noqa: F401  (registers Inductor's library calls)
+    from torch._inductor.select_algorithm import extern_kernels
+
+    found = {n: compile_process._extern_qualname(v) for n, v in vars(extern_kernels).items()}
+    for name, qualname in found.items():
+        if qualname is not None:
+            assert compile_process._torch_object(qualname) is getattr(extern_kernels, name), name
+    assert found["mm"] == "torch.mm" and found["addmm"] == "torch.addmm" and found["bmm"] == "torch.bmm"
+    assert found["bias_addmm"] is None  # torch._inductor.kernel.mm's own function
+    assert compile_process._torch_object("torch.ops.aten.mm.out") is torch.ops.aten.mm.out
+    with pytest.raises(ValueError, match="not a torch name"):
+        compile_process._torch_object("os.system")

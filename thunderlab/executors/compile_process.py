@@ -6,10 +6,11 @@ training loop never leaves the lock free for long: every torch call releases it 
 several times slower than eager, the compile twice as slow as alone). So a tiered compile of a
 CPU region is sent to one worker process, which compiles the region's printed program with
 TorchInductor exactly as ``inductor.compile_region`` would and writes Inductor's module and
-kernels into Inductor's cache directory; this process then only loads that module (milliseconds)
-and calls it as Inductor's own wrapper would (its inputs in the graph's order, misaligned ones
-copied). A region the worker cannot hand back as one plain module (Dynamo split it or merged
-inputs, AOTAutograd adds a wrapper: mutated inputs or aliased outputs, constants on the module)
+kernels into Inductor's cache directory; this process then only loads that module (milliseconds,
+without importing Inductor's compiler: see ``_light_module``) and calls it as Inductor's own
+wrapper would (its inputs in the graph's order, misaligned ones copied). A region the worker
+cannot hand back as one plain module (Dynamo split it or merged inputs, AOTAutograd adds a
+wrapper: mutated inputs or aliased outputs, constants on the module)
 comes back with the reason, and is compiled here as before.
 
 The worker starts when a tiered ``thunderlab.jit`` is made, or a tiered capture begins, whose regions may go
@@ -52,7 +53,6 @@ _imported_at: float | None = None
 _imported_cpu_s: float | None = None  # the worker's CPU seconds until its imports were done
 _requests: list[dict] = []
 _recalled: list[dict] = []  # regions whose module an earlier worker wrote: region, at (see ``_recall``)
-_prepared = False  # whether this process has prepared to load the worker's modules (see _prepare_loading)
 
 
 def _forget_after_fork() -> None:
@@ -224,7 +224,6 @@ def _recall(msg: dict) -> dict | None:
         return None
     try:
         answer = json.loads(text)
-        _pick_vec_isa()
         load(answer)  # the module and its kernels' library: Inductor rebuilds a library that has gone
     except Exception:  # noqa: BLE001 - a damaged entry, or its module is gone: the worker compiles the region again
         try:
@@ -239,8 +238,8 @@ def _recall(msg: dict) -> dict | None:
 def _remember(msg: dict, answer: dict) -> None:
     if not answers_enabled():
         return
-    _write_json(_answer_path(msg), {k: answer[k] for k in ("ok", "key", "path", "order", "inputs_to_check", "gemm")
-                                    if k in answer})
+    _write_json(_answer_path(msg), {k: answer[k] for k in ("ok", "key", "path", "order", "inputs_to_check", "gemm",
+                                                           "kernels", "extern") if k in answer})
     _write_json(_program_path(msg["source"]), msg["name"])
 
 
@@ -333,34 +332,8 @@ def _ensure() -> None:
             broken = f"the compile worker did not start: {e}"
 
 
-# the modules an Inductor module for the CPU imports before its first line runs (its wrapper's header)
-_LOADER_IMPORTS = ("torch._inductor.codecache", "torch._inductor.async_compile", "torch._inductor.select_algorithm",
-                   "torch._inductor.codegen.memory_planning", "torch._inductor.hooks")
-
-
-def _prepare_loading() -> None:
-    """Do now, while the worker compiles the first region, what loading its module would otherwise wait for.
-
-    Loading a CPU module imports Inductor's runtime (a second of interpreter time) and, to name the kernels'
-    library, picks the CPU's vector instruction set: Inductor builds and loads a probe library per candidate
-    set, each in a child process (seconds of waiting, the first time in a process). Done at the first load,
-    that delayed the first switch by as long; done once the first request is sent, it overlaps the worker's
-    imports and compile. (Not earlier: on a thread of its own during the first call's capture, the imports
-    would compete with the capture for the interpreter lock, and the first call took longer by more than
-    they cost.)
-    """
-    import importlib
-
-    try:
-        for name in _LOADER_IMPORTS:
-            importlib.import_module(name)
-        _pick_vec_isa()  # cached for the process: the first load finds it done
-    except Exception:  # noqa: S110  (only a head start: the load does the same and reports what fails)
-        pass
-
-
 def _send(msg: dict) -> dict:
-    global broken, _imported_at, _imported_cpu_s, _prepared
+    global broken, _imported_at, _imported_cpu_s
     with _lock:
         _ensure()
         if broken is not None:
@@ -371,9 +344,6 @@ def _send(msg: dict) -> dict:
         try:
             _worker.stdin.write(json.dumps(msg) + "\n")
             _worker.stdin.flush()
-            if not _prepared:
-                _prepared = True
-                _prepare_loading()
             line = _worker.stdout.readline()  # waits without the interpreter lock
         except (OSError, ValueError) as e:
             line, broken = "", f"the compile worker failed: {e}"
@@ -417,12 +387,29 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def load(answer: dict):
-    """Inductor's module as the worker wrote it, called as Inductor's wrapper calls it: ``fn(*args) -> outputs``."""
-    from torch._inductor.codecache import PyCodeCache
+    """Inductor's module as the worker wrote it, called as Inductor's wrapper calls it: ``fn(*args) -> outputs``.
+
+    Where the answer names the libraries of the module's kernels (``kernels``) and the functions it calls from
+    ``extern_kernels`` (``extern``), the module runs here without the Inductor modules its first lines import
+    (``_light_module``); otherwise, or when that fails, it is loaded as Inductor loads it (``run.light`` says which).
+    """
     from torch._inductor.utils import align_inputs_from_check_idxs
     from torch.utils._ordered_set import OrderedSet
 
-    mod = PyCodeCache.load_by_key_path(answer["key"], answer["path"])
+    mod = None
+    if answer.get("kernels") is not None:
+        try:
+            mod = _light_modules.get(answer["path"]) or _light_module(answer["path"], answer["kernels"],
+                                                                      answer.get("extern") or {})
+            _light_modules[answer["path"]] = mod
+        except Exception:  # noqa: BLE001 - loaded as Inductor loads it, which reports what is wrong
+            mod = None
+    light = mod is not None
+    if mod is None:
+        from torch._inductor.codecache import PyCodeCache
+
+        _pick_vec_isa()  # naming the kernels' library needs it: cached for the process, probes remembered
+        mod = PyCodeCache.load_by_key_path(answer["key"], answer["path"])
     call = align_inputs_from_check_idxs(mod.call, answer["inputs_to_check"], OrderedSet())
     order = answer["order"]
 
@@ -431,8 +418,167 @@ def load(answer: dict):
 
     run.gemm = answer.get("gemm")  # the library each linear layer's product runs on, and why (see gemm.py)
     run.recalled = bool(answer.get("recalled"))  # written by an earlier process's worker (see ``_recall``)
+    run.light = light
     with open(answer["path"]) as f:
         return run, [f.read()]
+
+
+# ---- loading a module without Inductor's compile-time imports ----
+#
+# The first lines of a module Inductor writes for the CPU import its compiler: ``AsyncCompile`` (which builds each
+# kernel's library, or finds it in the cache by a key that needs the CPU's vector instruction set),
+# ``extern_kernels`` (the namespace of library calls, whose module imports every kernel template) and an alignment
+# helper: about a second of interpreter time in a process that has not compiled anything. Here that process is
+# the caller's, and a training loop running with torch meanwhile waits for the interpreter lock while they import.
+# The worker, which has them imported anyway, lists what the module needs instead: the library each kernel's
+# source was built into, and each ``extern_kernels`` name as a torch function or operator. This process then runs
+# the module's text with those three names bound to them, and every other import as written.
+
+_light_modules: dict[str, object] = {}
+
+
+def _digest(source: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def _load_kernel(path: str):
+    """The ``kernel`` function of a library Inductor built with Python bindings, loaded as Inductor loads it."""
+    import importlib.util
+
+    name = os.path.basename(path).removesuffix(".so") + ".kernel"  # Inductor's own name for it: loaded once
+    mod = sys.modules.get(name)
+    if mod is None:
+        if not os.path.exists(path):
+            raise FileNotFoundError(path)
+        # the library reads where tensors keep their data pointer from here when it loads (as Inductor sets it)
+        os.environ["_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR"] = str(
+            torch._C._dynamo.guards._torchinductor_pyobject_tensor_data_ptr)
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return mod.kernel
+
+
+class _Kernels:
+    """``AsyncCompile`` as a module for the CPU uses it: ``cpp_pybinding(argtypes, source)`` is the kernel built
+    from ``source``. Given ``libraries`` (source digest -> library path) it loads that library; without, it builds
+    or finds the library as Inductor does and lists it in ``built``. Any other use fails the light load."""
+
+    def __init__(self, libraries: dict[str, str] | None):
+        self.libraries = libraries
+        self.built: dict[str, str] = {}
+
+    def cpp_pybinding(self, argtypes, source):
+        if self.libraries is not None:
+            return _load_kernel(self.libraries[_digest(source)])
+        from torch._inductor.codecache import CppPythonBindingsCodeCache
+
+        fn = CppPythonBindingsCodeCache.load_pybinding(argtypes, source)
+        self.built[_digest(source)] = fn.__self__.__file__
+        return fn
+
+    def wait(self, scope) -> None:  # every kernel was loaded when it was named
+        pass
+
+
+class _ExternKernels:
+    """``extern_kernels`` for one module: each name the worker listed is the torch function or operator it
+    named; any other is looked up in Inductor's own namespace (importing it)."""
+
+    def __init__(self, names: dict[str, str]):
+        for name, qualname in names.items():
+            setattr(self, name, _torch_object(qualname))
+
+    def __getattr__(self, name):
+        from torch._inductor.select_algorithm import extern_kernels
+
+        return getattr(extern_kernels, name)
+
+
+def _torch_object(qualname: str):
+    """``torch.mm`` or ``torch.ops.mkldnn._linear_pointwise.binary``, from its name."""
+    import functools
+
+    head, *rest = qualname.split(".")
+    if head != "torch":
+        raise ValueError(f"not a torch name: {qualname}")
+    return functools.reduce(getattr, rest, torch)
+
+
+def _extern_qualname(obj) -> str | None:
+    """The name ``_torch_object`` finds ``obj`` by, or None (a Python function of Inductor's, say)."""
+    if isinstance(obj, torch._ops.OpOverloadPacket):
+        q = "torch.ops." + obj._qualified_op_name.replace("::", ".")
+    elif isinstance(obj, torch._ops.OpOverload):
+        q = "torch.ops." + obj.overloadpacket._qualified_op_name.replace("::", ".") + "." + obj._overloadname
+    elif getattr(torch, getattr(obj, "__name__", "") or "", None) is obj:
+        q = "torch." + obj.__name__
+    else:
+        return None
+    try:
+        return q if _torch_object(q) is obj else None
+    except AttributeError:
+        return None
+
+
+def _light_module(path: str, libraries: dict[str, str] | None, extern: dict[str, str] | None, kernels=None):
+    """Run the module Inductor wrote at ``path`` with ``AsyncCompile`` as ``kernels`` (or one loading
+    ``libraries``) and, given ``extern``, ``extern_kernels`` and the alignment helper bound without importing
+    Inductor's compiler; every other import runs as written."""
+    import builtins
+    import types
+
+    kernels = kernels or _Kernels(libraries)
+    light = {"torch._inductor.async_compile": types.SimpleNamespace(AsyncCompile=lambda: kernels)}
+    if extern is not None:
+        def align(nbytes):  # called only where buffers come from a memory pool
+            from torch._inductor.codegen.memory_planning import _align
+
+            return _align(nbytes)
+
+        light["torch._inductor.select_algorithm"] = types.SimpleNamespace(extern_kernels=_ExternKernels(extern))
+        light["torch._inductor.codegen.memory_planning"] = types.SimpleNamespace(_align=align)
+
+    def imports(name, globals=None, locals=None, fromlist=(), level=0):
+        ns = light.get(name) if level == 0 and fromlist else None
+        if ns is not None and all(hasattr(ns, f) for f in fromlist):
+            return ns
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    with open(path) as f:
+        code = compile(f.read(), path, "exec")
+    mod = types.ModuleType("thunderlab_inductor_" + os.path.basename(path).removesuffix(".py"))
+    mod.__file__ = path
+    mod.__dict__["__builtins__"] = dict(vars(builtins), __import__=imports)
+    exec(code, mod.__dict__)
+    return mod
+
+
+def _light_parts(path: str) -> dict:
+    """In the worker: what a caller needs to load the module at ``path`` light (``kernels`` and ``extern``), or
+    nothing where some part of it cannot be named (the caller then loads it as Inductor does)."""
+    import re
+
+    from torch._inductor.select_algorithm import extern_kernels
+
+    try:
+        kernels = _Kernels(None)
+        _light_module(path, None, None, kernels)
+        with open(path) as f:
+            used = sorted(set(re.findall(r"\bextern_kernels\.(\w+)", f.read())))
+        extern = {name: _extern_qualname(getattr(extern_kernels, name)) for name in used}
+    except Exception:  # noqa: BLE001 - loaded as Inductor loads it
+        return {}
+    if None in extern.values():
+        return {}
+    return {"kernels": kernels.built, "extern": extern}
 
 
 # ---- the worker process ----
@@ -515,8 +661,12 @@ def _compile(msg: dict) -> dict:
     answer = {"ok": True, "key": os.path.basename(path).removesuffix(".py"), "path": path,
               "order": [names.index(s) for s in sources], "inputs_to_check": list(graph.inputs_to_check),
               "gemm": gemm.remembered([getattr(graph, "source_code", None)], products)}
-    # the module, called as the caller will call it, gives what the region gives
+    answer.update(_light_parts(path))
+    # the module, loaded and called as the caller will, gives what the region gives
     run, _ = load(answer)
+    if answer.get("kernels") is not None and not run.light:  # its light load failed here: it would there too
+        answer.pop("kernels")
+        answer.pop("extern", None)
     with torch.no_grad():
         got = run(*fresh)
     expected = expected if isinstance(expected, (tuple, list)) else (expected,)

@@ -309,6 +309,7 @@ def _loaded(region: Trace, call):
 
     run.compiled_in = RECALLED if getattr(call, "recalled", False) else "worker process"
     run.gemm = getattr(call, "gemm", None)
+    run.light = getattr(call, "light", False)  # loaded without Inductor's compile-time imports (compile_process.load)
     run.layouts = {}
     run.fallbacks = 0
     run.compiling = lambda: any(v is PENDING for v in list(run.layouts.values()))
