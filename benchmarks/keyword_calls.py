@@ -95,8 +95,7 @@ def time_model(model: str, train: bool, rounds: int, calls: int) -> dict:
         for _ in range(20):
             _step(fn, m, x, train)
     direct = fns["binder"][0].direct
-    direct._signature()
-    binder = direct._binder
+    binder = direct.binder()
     binds = {"binder": binder.bind, "inspect": lambda args, kwargs: None}  # None: every binding left to inspect
     hits = {"binder": 0, "inspect": 0}
 

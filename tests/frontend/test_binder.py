@@ -116,3 +116,19 @@ def test_keyword_calls_run_directly_without_inspect(monkeypatch):
     assert binds == []
     with pytest.raises(TypeError):  # a keyword given twice: inspect's error, as Python's
         j(x, input_ids=x)
+
+
+def test_a_jitted_functions_binder_follows_its_defaults():
+    """``direct.binder()`` binds with the defaults the function has at the call, as Python fills the frame."""
+    def f(x, scale=2.0):
+        return x * scale
+
+    jf = thunderlab.jit(f)
+    x = torch.ones(3)
+    torch.testing.assert_close(jf(x), x * 2)
+    frame, _, _ = jf.direct.binder().bind((x,), {})
+    assert frame["scale"] == 2.0
+    f.__defaults__ = (5.0,)
+    torch.testing.assert_close(jf(x), x * 5)
+    frame, _, _ = jf.direct.binder().bind((x,), {})
+    assert frame["scale"] == 5.0

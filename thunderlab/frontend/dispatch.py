@@ -436,6 +436,11 @@ class DirectCalls:
             self._defaults = now
         return self.signature
 
+    def binder(self) -> Binder:
+        """What binds a call's arguments to the function's parameters now (made again when its defaults change)."""
+        self._signature()
+        return self._binder
+
     def _make(self, entry) -> tuple[str, Callable | None, Callable | None]:
         """("", None, None) for another backend's entry; else "ok" and its two runners (for calls made
         while a profiler runs, and while none does), or why it can't run directly and None, None."""
