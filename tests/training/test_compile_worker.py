@@ -115,3 +115,41 @@ def test_binding_a_region_does_not_wait_for_a_compile_in_flight(monkeypatch):
     finally:
         release.set()
         t.join()
+
+
+def test_in_place_calls_twins_are_compiled_in_the_worker():
+    """An in-place call without a functional op of its own (``x[i] = v``) becomes a functional twin made while
+    lowering; the worker makes the same twin again (``mapping.REBUILD``) and compiles the region, whose kernel gives
+    eager's values."""
+    def f(x, v):
+        y = x * 2
+        y[:, 1] = v  # setitem on an intermediate
+        y.mul_(3)
+        return torch.tanh(y) + 1
+
+    x, v = torch.randn(6, 4), torch.randn(6)
+    jfn = thunderlab.jit(f, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del")
+    torch.testing.assert_close(jfn(x, v), f(x, v))
+    session = thunderlab.session(thunderlab.last_record(jfn))
+    assert session.wait(600)
+    torch.testing.assert_close(jfn(x, v), f(x, v))
+    program = thunderlab.last_record(jfn).steps[-1].python()
+    assert "_setitem_functional(" in program, program  # Tensor.mul_ is ltorch.mul's own (no twin)
+    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
+             for k, r in session.regions.items()}
+    assert where and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
+
+
+def test_a_functional_twin_is_made_again_from_its_recipe():
+    import operator
+
+    from thunderlab.ops import mapping
+
+    for fn, name in ((operator.setitem, "setitem"), (torch.Tensor.mul_, "mul_"),
+                     (torch.Tensor.index_put_, "index_put_")):
+        sym = mapping.functional_symbol(fn, name)
+        recipe = mapping.REBUILD[sym.qualname]
+        assert json.loads(json.dumps(recipe)) == recipe  # sent as JSON
+        assert mapping.rebuild(recipe) is sym  # in one process, the very symbol
+    with pytest.raises(LookupError, match="not a function of this torch"):
+        mapping.rebuild({"functional": "torch.Tensor.no_such_method_", "name": "no_such_method_"})

@@ -90,16 +90,19 @@ def request(region: Trace, args: tuple) -> dict:
 
 def request_specs(region: Trace, inputs: list) -> dict:
     """``request`` for inputs described by ``input_specs`` (a compile that need not hold the tensors)."""
-    from thunderlab.ops.mapping import torch_attribute
+    from thunderlab.ops.mapping import REBUILD, torch_attribute
 
     p = Printer()
     src = _program(region, p)
     if p.constants:  # values the printed program cannot name: only this process has them
         raise Declined(f"the region's program uses values it cannot print ({', '.join(sorted(p.constants))})")
-    symbols = {}
+    symbols, derived = {}, {}
     for b in region.bound_symbols:
         mod, _, attr = b.sym.qualname.partition(".")
         if mod == "torch" and torch_attribute(attr) is b.sym.impl:  # torch.histc: the worker's torch has it
+            continue
+        if b.sym.qualname in REBUILD:  # an in-place call's functional twin, made while lowering: made again there
+            derived[b.sym.qualname] = REBUILD[b.sym.qualname]
             continue
         if _resolve(b.sym.qualname) is not b.sym:  # a symbol registered at run time: the worker lacks it
             raise Declined(f"{b.sym.qualname} is not importable from thunderlab.ops")
@@ -108,7 +111,8 @@ def request_specs(region: Trace, inputs: list) -> dict:
             raise Declined(f"{b.sym.qualname} differentiates {b.args[0]}, which is not importable from thunderlab.ops")
         symbols.setdefault(mod, []).append(attr)
     msg = {"name": region.name, "source": src, "symbols": {k: sorted(set(v)) for k, v in symbols.items()},
-           "inputs": inputs, "threads": torch.get_num_threads(), "onednn_linear": gemm.enabled()}
+           **({"derived": derived} if derived else {}), "inputs": inputs, "threads": torch.get_num_threads(),
+           "onednn_linear": gemm.enabled()}
     answer = _recall(msg)
     if answer is not None:
         return answer
@@ -607,11 +611,15 @@ def _compile(msg: dict) -> dict:
     from torch._guards import TracingContext
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
+    from thunderlab.ops.mapping import rebuild
+
     torch.set_num_threads(msg["threads"])  # Inductor's C++ kernels are written for the caller's thread count
     gemm.set_enabled(msg.get("onednn_linear", True))  # as the caller has it (its shapes are timed here)
     g = default_namespace()
     for mod, attrs in msg["symbols"].items():  # each symbol runs its own implementation, as bind(traced=True)
         g[mod] = symbol_module(mod, {a: _resolve(f"{mod}.{a}").impl for a in attrs})
+    for qualname, recipe in msg.get("derived", {}).items():  # printed as a bare name: the caller's qualname
+        g[qualname] = rebuild(recipe).impl
     exec(compile_program(msg["source"], msg["name"]), g)
     fn = g[msg["name"]]
     names = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])

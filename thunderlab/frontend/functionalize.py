@@ -167,28 +167,6 @@ def _scatter_symbol(fn, index, name) -> Symbol:
                            traceable=mapping.of_torch(fn) or fn is operator.getitem)
 
 
-def functional_symbol(fn, name: str) -> Symbol:
-    """The functional twin of an in-place call: the same call on a copy of its target."""
-    if fn is operator.setitem:
-        def functional(target, index, value):
-            out = target.clone()
-            out[index] = value  # the statement, not operator.setitem: TorchDynamo traces only the statement
-            return out
-    else:
-        def functional(target, *args, **kwargs):
-            out = target.clone()
-            fn(out, *args, **kwargs)
-            return out
-
-    return mapping.derived(("functional", fn), f"{name.strip('_')}_functional", functional,
-                           random=name in _RANDOM_INPLACE,
-                           traceable=mapping.of_torch(fn) or fn is operator.setitem)
-
-
-_RANDOM_INPLACE = {"uniform_", "normal_", "bernoulli_", "exponential_", "geometric_", "cauchy_", "log_normal_",
-                   "random_"}
-
-
 class _KeepGrad(torch.autograd.Function):
     """``value``'s numbers with ``like``'s place in the graph: gradients pass to ``like`` unchanged."""
 

@@ -26,7 +26,7 @@ from thunderlab.ops import torch_ops as ltorch
 from thunderlab.ops.views import TRANSPOSING_ATTRIBUTES as TRANSPOSING
 
 from . import autocast
-from .functionalize import Functionalizer, functional_symbol, overlapping, writes
+from .functionalize import Functionalizer, overlapping, writes
 from .regions import ENTER as AUTOCAST_ENTER
 from .regions import TRANSFORM_ENTER, GraphRegion
 
@@ -223,7 +223,7 @@ class Lowering:
         if target is getattr and isinstance(args[0], TensorProxy) and args[1:2] in [(n,) for n in TRANSPOSING]:
             return self.track(ltorch.tensor_attribute, args, kwargs, getattr)  # x.T, x.mT: a transpose
         if target is operator.setitem and isinstance(args[0], TensorProxy):
-            self.inplace(args[0], functional_symbol(operator.setitem, "setitem"), "setitem", args, kwargs)
+            self.inplace(args[0], mapping.functional_symbol(operator.setitem, "setitem"), "setitem", args, kwargs)
             return None
         # sizes arrive as Python numbers (symbolic sizes are lowered to this call's values), so arithmetic
         # on them stays Python arithmetic even where the operator also has a symbol for tensors
@@ -238,7 +238,7 @@ class Lowering:
             return self.fz.write(kwargs["out"], value, f"{_entry_name(target)}(..., out=...)")
         base = mapping.inplace_base(target)
         if base and args and isinstance(args[0], TensorProxy) and mapping.lookup(target) is None:
-            fsym = mapping.functional_for(base) or functional_symbol(target, _entry_name(target))
+            fsym = mapping.functional_for(base) or mapping.functional_symbol(target, _entry_name(target))
             return self.inplace(args[0], fsym, _entry_name(target), args, kwargs)
         if kwargs.get("inplace") is True and args and isinstance(args[0], TensorProxy):
             sym = mapping.lookup(target)
@@ -273,7 +273,7 @@ class Lowering:
                 return self.inplace(self_, _SPECIAL_INPLACE[base], name, args, kwargs)
             if real is None:
                 raise TraceError(f"Tensor.{name} is not a method thunderlab knows how to run")
-            fsym = mapping.functional_for(base) or functional_symbol(real, name)
+            fsym = mapping.functional_for(base) or mapping.functional_symbol(real, name)
             return self.inplace(self_, fsym, name, args, kwargs)
         return self.track(mapping.opaque(None, method=name), args, kwargs, real)
 

@@ -184,6 +184,63 @@ def of_torch(fn) -> bool:
     return (module == "torch" or module.startswith("torch.")) and not module.startswith("torch.autograd")
 
 
+def functional_symbol(fn, name: str) -> Symbol:
+    """The functional twin of an in-place call: the same call on a copy of its target.
+
+    Made when a program is lowered, so not importable by another process: ``REBUILD`` keeps how to make it again
+    (``rebuild``), for the compile worker (executors/compile_process.py), where ``fn`` has a name to find it by.
+    """
+    if fn is operator.setitem:
+        def functional(target, index, value):
+            out = target.clone()
+            out[index] = value  # the statement, not operator.setitem: TorchDynamo traces only the statement
+            return out
+    else:
+        def functional(target, *args, **kwargs):
+            out = target.clone()
+            fn(out, *args, **kwargs)
+            return out
+
+    sym = derived(("functional", fn), f"{name.strip('_')}_functional", functional,
+                  random=name in _RANDOM_INPLACE, traceable=of_torch(fn) or fn is operator.setitem)
+    where = _findable_name(fn)
+    if where is not None:
+        REBUILD.setdefault(sym.qualname, {"functional": where, "name": name})
+    return sym
+
+
+_RANDOM_INPLACE = {"uniform_", "normal_", "bernoulli_", "exponential_", "geometric_", "cauchy_", "log_normal_",
+                   "random_"}
+# a derived symbol's qualname -> how another process makes the same symbol (``rebuild``)
+REBUILD: dict[str, dict] = {}
+
+
+def _findable_name(fn) -> str | None:
+    """``operator.setitem``, ``torch.Tensor.add_``, ``torch.add``...: a name ``_find`` gives ``fn`` back for."""
+    if fn is operator.setitem:
+        return "operator.setitem"
+    name = getattr(fn, "__name__", None)
+    for where in ([f"torch.Tensor.{name}", f"torch.{name}"] if name else []) + [_qualname(fn)]:
+        if where is not None and _find(where) is fn:
+            return where
+    return None
+
+
+def _find(where: str):
+    if where == "operator.setitem":
+        return operator.setitem
+    head, _, path = where.partition(".")
+    return torch_attribute(path) if head == "torch" else None
+
+
+def rebuild(recipe: dict) -> Symbol:
+    """The symbol a ``REBUILD`` entry describes, made in this process (under a qualname of this process's)."""
+    fn = _find(recipe["functional"])
+    if fn is None:
+        raise LookupError(f"{recipe['functional']} is not a function of this torch")
+    return functional_symbol(fn, recipe["name"])
+
+
 def derived(key, name: str, impl: Callable, *, random: bool = False, meta: Callable | None = None,
             traceable: bool = False) -> Symbol:
     """An opaque symbol for a function built from a torch call (an in-place op's functional twin, a view's inverse).
