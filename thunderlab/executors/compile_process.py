@@ -451,7 +451,7 @@ def _load_kernel(path: str):
     """The ``kernel`` function of a library Inductor built with Python bindings, loaded as Inductor loads it."""
     import importlib.util
 
-    name = os.path.basename(path).removesuffix(".so") + ".kernel"  # Inductor's own name for it: loaded once
+    name = os.path.basename(path).removesuffix(".so") + ".kernel"  # one name a library: loaded once a process
     mod = sys.modules.get(name)
     if mod is None:
         if not os.path.exists(path):
