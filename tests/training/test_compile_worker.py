@@ -20,6 +20,19 @@ from thunderlab.executors import compile_process
 from thunderlab.executors.base import get_executor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@torch.library.custom_op("thunderlab_tests::scaled_sin", mutates_args=())
+def scaled_sin(x: torch.Tensor, s: float) -> torch.Tensor:
+    """A custom operator registered by importing this module (as transformers registers its MoE fallback)."""
+    return torch.sin(x) * s
+
+
+@scaled_sin.register_fake
+def _(x, s):
+    return torch.empty_like(x)
+
+
 pytestmark = pytest.mark.skipif(not get_executor("inductor").available()[0], reason="no C++ compiler for Inductor")
 
 # each case in a fresh process: the worker, once started, lasts as long as its process
@@ -153,3 +166,28 @@ def test_a_functional_twin_is_made_again_from_its_recipe():
         assert mapping.rebuild(recipe) is sym  # in one process, the very symbol
     with pytest.raises(LookupError, match="not a function of this torch"):
         mapping.rebuild({"functional": "torch.Tensor.no_such_method_", "name": "no_such_method_"})
+
+
+@pytest.mark.parametrize("overload", [False, True], ids=["packet", "default overload"])
+def test_a_custom_operators_region_is_compiled_in_the_worker(overload):
+    """A custom operator is sent with the module that registers it; the worker imports that module, compiles the
+    region, and its kernel gives eager's values. Called as ``torch.ops.ns.op`` (printed ``_opaque_<n>_op``) or as
+    its overload (printed ``torch.ops.ns.op.default``)."""
+    from thunderlab.ops import mapping
+
+    op = torch.ops.thunderlab_tests.scaled_sin.default if overload else torch.ops.thunderlab_tests.scaled_sin
+
+    def f(x):
+        return op(x * 2, 3.0).relu() + 1
+
+    x = torch.randn(5, 7)
+    jfn = thunderlab.jit(f, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del")
+    torch.testing.assert_close(jfn(x), f(x))
+    session = thunderlab.session(thunderlab.last_record(jfn))
+    assert session.wait(600)
+    torch.testing.assert_close(jfn(x), f(x))
+    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
+             for k, r in session.regions.items()}
+    assert where and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
+    recipes = [v for v in mapping.REBUILD.values() if v.get("op", "").startswith("torch.ops.thunderlab_tests.")]
+    assert recipes and all(r["module"] == __name__ for r in recipes), recipes

@@ -99,10 +99,12 @@ def request_specs(region: Trace, inputs: list) -> dict:
     symbols, derived = {}, {}
     for b in region.bound_symbols:
         mod, _, attr = b.sym.qualname.partition(".")
-        if mod == "torch" and torch_attribute(attr) is b.sym.impl:  # torch.histc: the worker's torch has it
-            continue
-        if b.sym.qualname in REBUILD:  # an in-place call's functional twin, made while lowering: made again there
+        # an in-place call's functional twin, made while lowering, or a custom operator, registered by a module
+        # this process imported: made again there
+        if b.sym.qualname in REBUILD:
             derived[b.sym.qualname] = REBUILD[b.sym.qualname]
+            continue
+        if mod == "torch" and torch_attribute(attr) is b.sym.impl:  # torch.histc: the worker's torch has it
             continue
         if _resolve(b.sym.qualname) is not b.sym:  # a symbol registered at run time: the worker lacks it
             raise Declined(f"{b.sym.qualname} is not importable from thunderlab.ops")
@@ -618,8 +620,10 @@ def _compile(msg: dict) -> dict:
     g = default_namespace()
     for mod, attrs in msg["symbols"].items():  # each symbol runs its own implementation, as bind(traced=True)
         g[mod] = symbol_module(mod, {a: _resolve(f"{mod}.{a}").impl for a in attrs})
-    for qualname, recipe in msg.get("derived", {}).items():  # printed as a bare name: the caller's qualname
-        g[qualname] = rebuild(recipe).impl
+    for qualname, recipe in msg.get("derived", {}).items():
+        impl = rebuild(recipe).impl
+        if qualname.isidentifier():  # printed as a bare name, the caller's (torch.ops.<ns>.<op> is found by itself)
+            g[qualname] = impl
     exec(compile_program(msg["source"], msg["name"]), g)
     fn = g[msg["name"]]
     names = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])

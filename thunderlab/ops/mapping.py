@@ -142,6 +142,10 @@ def _identifier(name: str) -> str:
     return re.sub(r"\W", "_", name)
 
 
+# a derived or custom-operator symbol's qualname -> how another process makes the same symbol (``rebuild``)
+REBUILD: dict[str, dict] = {}
+
+
 def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbol:
     """A symbol that calls ``fn`` (or Tensor method ``method``) as is: shown in the trace, never decomposed.
 
@@ -169,7 +173,28 @@ def opaque(fn, *, method: str | None = None, side_effect: bool = False) -> Symbo
                      tags=tags,
                      qualname=qual or f"_opaque_{len(OPAQUE)}_{_identifier(name)}")
         OPAQUE[key] = sym
+        recipe = _custom_op_recipe(fn) if method is None else None
+        if recipe is not None:  # printed as torch.ops.<ns>.<op> or, for a packet, _opaque_<n>_<op>
+            REBUILD.setdefault(sym.qualname, dict(recipe, side_effect=side_effect))
     return sym
+
+
+def _custom_op_recipe(fn) -> dict | None:
+    """For an operator made with ``torch.library.custom_op``: its name under ``torch.ops`` and the module whose import
+    registers it (another process has the operator once it imports that module)."""
+    if not isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return None
+    from torch._library.custom_ops import OPDEFS
+
+    packet = fn.overloadpacket if isinstance(fn, torch._ops.OpOverload) else fn
+    opdef = OPDEFS.get(packet._qualified_op_name)
+    module = getattr(getattr(opdef, "_init_fn", None), "__module__", None)
+    if module is None or module == "__main__":
+        return None
+    op = "torch.ops." + packet._qualified_op_name.replace("::", ".")
+    if isinstance(fn, torch._ops.OpOverload):
+        op += "." + fn._overloadname
+    return {"op": op, "module": module}
 
 
 def of_torch(fn) -> bool:
@@ -188,7 +213,9 @@ def functional_symbol(fn, name: str) -> Symbol:
     """The functional twin of an in-place call: the same call on a copy of its target.
 
     Made when a program is lowered, so not importable by another process: ``REBUILD`` keeps how to make it again
-    (``rebuild``), for the compile worker (executors/compile_process.py), where ``fn`` has a name to find it by.
+    (``rebuild``), for the compile worker (executors/compile_process.py), where ``fn`` has a name to find it by (so
+    it does for an opaque call of a custom operator, which another process has once it imports the operator's
+    module).
     """
     if fn is operator.setitem:
         def functional(target, index, value):
@@ -211,8 +238,6 @@ def functional_symbol(fn, name: str) -> Symbol:
 
 _RANDOM_INPLACE = {"uniform_", "normal_", "bernoulli_", "exponential_", "geometric_", "cauchy_", "log_normal_",
                    "random_"}
-# a derived symbol's qualname -> how another process makes the same symbol (``rebuild``)
-REBUILD: dict[str, dict] = {}
 
 
 def _findable_name(fn) -> str | None:
@@ -235,6 +260,14 @@ def _find(where: str):
 
 def rebuild(recipe: dict) -> Symbol:
     """The symbol a ``REBUILD`` entry describes, made in this process (under a qualname of this process's)."""
+    if "op" in recipe:  # a custom operator: registered by importing its module
+        import importlib
+
+        importlib.import_module(recipe["module"])
+        op = _find(recipe["op"])
+        if op is None:
+            raise LookupError(f"importing {recipe['module']} did not register {recipe['op']}")
+        return opaque(op, side_effect=recipe.get("side_effect", False))
     fn = _find(recipe["functional"])
     if fn is None:
         raise LookupError(f"{recipe['functional']} is not a function of this torch")
