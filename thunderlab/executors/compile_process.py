@@ -510,26 +510,26 @@ class _ExternKernels:
 
 def _torch_object(qualname: str):
     """``torch.mm`` or ``torch.ops.mkldnn._linear_pointwise.binary``, from its name."""
-    import functools
+    from thunderlab.ops.mapping import torch_attribute
 
-    head, *rest = qualname.split(".")
+    head, _, path = qualname.partition(".")
     if head != "torch":
         raise ValueError(f"not a torch name: {qualname}")
-    return functools.reduce(getattr, rest, torch)
+    obj = torch_attribute(path)
+    if obj is None:
+        raise AttributeError(f"this torch has no {qualname}")
+    return obj
 
 
 def _extern_qualname(obj) -> str | None:
     """The name ``_torch_object`` finds ``obj`` by, or None (a Python function of Inductor's, say)."""
-    if isinstance(obj, torch._ops.OpOverloadPacket):
-        q = "torch.ops." + obj._qualified_op_name.replace("::", ".")
-    elif isinstance(obj, torch._ops.OpOverload):
-        q = "torch.ops." + obj.overloadpacket._qualified_op_name.replace("::", ".") + "." + obj._overloadname
-    elif getattr(torch, getattr(obj, "__name__", "") or "", None) is obj:
+    from thunderlab.ops.mapping import op_path
+
+    q = op_path(obj)
+    if q is None and getattr(torch, getattr(obj, "__name__", "") or "", None) is obj:
         q = "torch." + obj.__name__
-    else:
-        return None
     try:
-        return q if _torch_object(q) is obj else None
+        return q if q is not None and _torch_object(q) is obj else None
     except AttributeError:
         return None
 

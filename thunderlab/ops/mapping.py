@@ -191,10 +191,17 @@ def _custom_op_recipe(fn) -> dict | None:
     module = getattr(getattr(opdef, "_init_fn", None), "__module__", None)
     if module is None or module == "__main__":
         return None
-    op = "torch.ops." + packet._qualified_op_name.replace("::", ".")
+    return {"op": op_path(fn), "module": module}
+
+
+def op_path(fn) -> str | None:
+    """``torch.ops.<ns>.<op>`` for an operator's packet, ``torch.ops.<ns>.<op>.<overload>`` for an overload, else
+    None."""
     if isinstance(fn, torch._ops.OpOverload):
-        op += "." + fn._overloadname
-    return {"op": op, "module": module}
+        return f"{op_path(fn.overloadpacket)}.{fn._overloadname}"
+    if isinstance(fn, torch._ops.OpOverloadPacket):
+        return "torch.ops." + fn._qualified_op_name.replace("::", ".")
+    return None
 
 
 def of_torch(fn) -> bool:
