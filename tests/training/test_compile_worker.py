@@ -192,3 +192,59 @@ def test_a_custom_operators_region_is_compiled_in_the_worker(overload):
     recipes = [v for v in mapping.REBUILD.values()
                if v.get("op", "").startswith("torch.ops.thunderlab_tests.scaled_sin")]
     assert recipes and all(r["module"] == __name__ for r in recipes), recipes
+
+
+class _TanhGelu(torch.autograd.Function):
+    """BLOOM's GeLU: the tanh approximation, with a backward written out by hand (not its forward's derivative:
+    the gradient is scaled by 2, so a backward taken from the forward would show)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        t = torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x))
+        return 2 * g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * 0.79788456 * (1 + 3 * 0.044715 * x * x))
+
+
+def test_an_autograd_functions_regions_are_compiled_in_the_worker():
+    """An ``autograd.Function``'s forward and backward reach the program as the graph modules TorchDynamo
+    captured; they are sent to the worker as their code, and the forward's and backward's regions compile there.
+    Values and gradients are eager's, the class's own backward included."""
+    lin = torch.nn.Linear(6, 6)
+
+    def f(x):
+        return _TanhGelu.apply(lin(x)).sum(-1)
+
+    x = torch.randn(4, 6, requires_grad=True)
+    jfn = thunderlab.jit(f, pipeline="dce,cse,autodiff,claim{executors=inductor+torch},fuse,del")
+
+    def step(fn):
+        x.grad, lin.weight.grad = None, None
+        out = fn(x)
+        out.backward(torch.ones_like(out))
+        return out.detach(), x.grad, lin.weight.grad
+
+    torch.testing.assert_close(step(jfn), step(f))
+    session = thunderlab.session(thunderlab.last_record(jfn))
+    assert "autograd_function_forward(" in thunderlab.last_record(jfn).steps[-1].python()
+    assert session.wait(600)
+    torch.testing.assert_close(step(jfn), step(f))
+    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
+             for k, r in session.regions.items()}
+    assert len(where) >= 2 and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
+
+
+def test_a_graph_module_is_sent_as_its_code_or_declined():
+    gm = torch.fx.symbolic_trace(lambda x: torch.tanh(x) * float("inf"))
+    sent = compile_process._graph_sources({"_c0": gm})
+    assert json.loads(json.dumps(sent)) == sent  # sent as JSON
+    made = compile_process._graph_callable(sent["_c0"])
+    x = torch.randn(3)
+    torch.testing.assert_close(made(x), gm(x))
+    holding = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))  # a graph module with parameters stays here
+    with pytest.raises(compile_process.Declined, match=r"cannot print \(_c1\)"):
+        compile_process._graph_sources({"_c0": gm, "_c1": holding})

@@ -94,8 +94,7 @@ def request_specs(region: Trace, inputs: list) -> dict:
 
     p = Printer()
     src = _program(region, p)
-    if p.constants:  # values the printed program cannot name: only this process has them
-        raise Declined(f"the region's program uses values it cannot print ({', '.join(sorted(p.constants))})")
+    graphs = _graph_sources(p.constants)  # values the printed program names as constants
     symbols, derived = {}, {}
     for b in region.bound_symbols:
         mod, _, attr = b.sym.qualname.partition(".")
@@ -113,7 +112,8 @@ def request_specs(region: Trace, inputs: list) -> dict:
             raise Declined(f"{b.sym.qualname} differentiates {b.args[0]}, which is not importable from thunderlab.ops")
         symbols.setdefault(mod, []).append(attr)
     msg = {"name": region.name, "source": src, "symbols": {k: sorted(set(v)) for k, v in symbols.items()},
-           **({"derived": derived} if derived else {}), "inputs": inputs, "threads": torch.get_num_threads(),
+           **({"derived": derived} if derived else {}), **({"graphs": graphs} if graphs else {}),
+           "inputs": inputs, "threads": torch.get_num_threads(),
            "onednn_linear": gemm.enabled()}
     answer = _recall(msg)
     if answer is not None:
@@ -123,6 +123,87 @@ def request_specs(region: Trace, inputs: list) -> dict:
         raise Declined(answer.get("reason", "the worker gave no reason"))
     _remember(msg, answer)
     return answer
+
+
+def _graph_sources(constants: dict) -> dict:
+    """The printed program's constants as the worker makes them again: ``{name: {"source", "modules"}}``.
+
+    A graph module that holds nothing but its code (an ``autograd.Function``'s forward or backward, as TorchDynamo
+    captured it: BLOOM's GeLU) is sent as that code and the modules it names; the worker runs the code as this
+    process runs the module. ``Declined`` for any other value: only this process has it.
+    """
+    out, others = {}, []
+    for name, value in constants.items():
+        graph = _graph_source(value)
+        if graph is None:
+            others.append(name)
+        else:
+            out[name] = graph
+    if others:
+        raise Declined(f"the region's program uses values it cannot print ({', '.join(sorted(others))})")
+    return out
+
+
+def _graph_source(value) -> dict | None:
+    """``value``'s code and how to find each global it names, where it is a graph module with no state of its own;
+    else None."""
+    if not isinstance(value, torch.fx.GraphModule) or any(True for _ in value.parameters()) \
+            or any(True for _ in value.buffers()) or any(True for _ in value.children()) \
+            or any(n.op in ("get_attr", "call_module") for n in value.graph.nodes):
+        return None
+    code = value.graph.python_code(root_module="self")
+    names = {}
+    for name, g in code.globals.items():
+        found = _findable(g)
+        if found is None:
+            return None
+        names[name] = found
+    return {"source": code.src, "globals": names}
+
+
+def _findable(value) -> list | None:
+    """How another process finds ``value``: ``["float", text]`` (FX's ``inf`` and ``nan``), ``[module]`` or
+    ``[module, qualified name]`` (checked to give this very object here), or None."""
+    import importlib
+    import types
+
+    if isinstance(value, float):
+        return ["float", repr(value)]
+    if isinstance(value, types.ModuleType):
+        return [value.__name__] if sys.modules.get(value.__name__) is value else None
+    qualname = getattr(value, "__qualname__", None)
+    if not isinstance(qualname, str) or "<" in qualname:
+        return None
+    for module in (getattr(value, "__module__", None), "types"):  # NoneType is found in types
+        try:
+            obj = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError, TypeError, ValueError):
+            continue
+        if obj is value:
+            return [module, qualname]
+    return None
+
+
+def _found(recipe: list):
+    """The value ``_findable`` described, in this process."""
+    import functools
+    import importlib
+
+    if recipe[0] == "float":
+        return float(recipe[1])
+    obj = importlib.import_module(recipe[0])
+    return functools.reduce(getattr, recipe[1].split("."), obj) if len(recipe) > 1 else obj
+
+
+def _graph_callable(graph: dict):
+    """A callable for a graph module sent by ``_graph_sources``: its ``forward``, with no module to hold."""
+    import functools
+
+    namespace = {name: _found(recipe) for name, recipe in graph["globals"].items()}
+    exec(compile(graph["source"], "<thunderlab graph module>", "exec"), namespace)
+    return functools.partial(namespace["forward"], None)
 
 
 # ---- answers kept on disk: a later process loads the module without waiting for a worker ----
@@ -624,6 +705,8 @@ def _compile(msg: dict) -> dict:
         impl = rebuild(recipe).impl
         if qualname.isidentifier():  # printed as a bare name, the caller's (torch.ops.<ns>.<op> is found by itself)
             g[qualname] = impl
+    for name, graph in msg.get("graphs", {}).items():
+        g[name] = _graph_callable(graph)
     exec(compile_program(msg["source"], msg["name"]), g)
     fn = g[msg["name"]]
     names = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])
