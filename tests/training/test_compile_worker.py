@@ -153,7 +153,31 @@ def test_in_place_calls_twins_are_compiled_in_the_worker():
     assert where and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
 
 
-def test_a_functional_twin_is_made_again_from_its_recipe():
+def test_writes_through_views_are_compiled_in_the_worker():
+    """A write through a view of an intermediate (``y[:, 1:3] *= 3``, a write to one of ``unbind``'s results) puts
+    the view's inverse in the program, a scatter made while lowering; the worker makes it again and compiles the
+    region, whose kernel gives eager's values."""
+    def f(x):
+        y = x * 2
+        y[:, 1:3] *= 3
+        first, _ = y.unbind(0)
+        first.add_(1)
+        return torch.tanh(y) + 1
+
+    x = torch.randn(2, 5)
+    jfn = thunderlab.jit(f, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del")
+    torch.testing.assert_close(jfn(x), f(x))
+    session = thunderlab.session(thunderlab.last_record(jfn))
+    assert session.wait(600)
+    torch.testing.assert_close(jfn(x), f(x))
+    program = thunderlab.last_record(jfn).steps[-1].python()
+    assert "_getitem_scatter" in program and "_unbind_scatter" in program, program
+    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
+             for k, r in session.regions.items()}
+    assert where and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
+
+
+def test_a_functional_twin_or_a_views_inverse_is_made_again_from_its_recipe():
     import operator
 
     from thunderlab.ops import mapping
@@ -164,6 +188,12 @@ def test_a_functional_twin_is_made_again_from_its_recipe():
         recipe = mapping.REBUILD[sym.qualname]
         assert json.loads(json.dumps(recipe)) == recipe  # sent as JSON
         assert mapping.rebuild(recipe) is sym  # in one process, the very symbol
+    for fn, index, name in ((operator.getitem, None, "getitem"), (torch.Tensor.unbind, 1, "unbind"),
+                            (getattr, None, "T")):
+        sym = mapping.scatter_symbol(fn, index, name)
+        recipe = mapping.REBUILD[sym.qualname]
+        assert json.loads(json.dumps(recipe)) == recipe
+        assert mapping.rebuild(recipe) is sym
     with pytest.raises(LookupError, match="not a function of this torch"):
         mapping.rebuild({"functional": "torch.Tensor.no_such_method_", "name": "no_such_method_"})
 

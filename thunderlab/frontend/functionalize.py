@@ -110,7 +110,7 @@ class Step:
             return ltorch.reshape(new, prev.shape)
         if self.name in _SELF:
             return new  # the call returned its source itself
-        return _scatter_symbol(self.fn, self.index, self.name)(prev, new, *self.args, **self.kwargs)
+        return mapping.scatter_symbol(self.fn, self.index, self.name)(prev, new, *self.args, **self.kwargs)
 
 
 # a view taking a tensor only for its metadata: the call that takes that metadata instead
@@ -154,17 +154,6 @@ def _probe(fn, src: TensorProxy, args: tuple, kwargs: dict):
     if any(v is None for v in (*args, *kwargs.values())):
         return None
     return fn, args, kwargs
-
-
-def _scatter_symbol(fn, index, name) -> Symbol:
-    def scatter(prev, new, *args, **kwargs):
-        out = prev.clone(memory_format=torch.contiguous_format)
-        view = fn(out, *args, **kwargs)
-        (view[index] if index is not None else view).copy_(new)
-        return out
-
-    return mapping.derived(("scatter", fn, index), f"{name.strip('_')}_scatter", scatter,
-                           traceable=mapping.of_torch(fn) or fn is operator.getitem)
 
 
 class _KeepGrad(torch.autograd.Function):

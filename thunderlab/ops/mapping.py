@@ -243,14 +243,33 @@ def functional_symbol(fn, name: str) -> Symbol:
     return sym
 
 
+def scatter_symbol(fn, index: int | None, name: str) -> Symbol:
+    """A view's inverse: ``prev`` with the part that ``fn(prev, *args, **kwargs)`` views (its ``index``-th result
+    when it returns several) made ``new``, on a copy. ``REBUILD`` keeps how to make it again, as for
+    ``functional_symbol``."""
+    def scatter(prev, new, *args, **kwargs):
+        out = prev.clone(memory_format=torch.contiguous_format)
+        view = fn(out, *args, **kwargs)
+        (view[index] if index is not None else view).copy_(new)
+        return out
+
+    sym = derived(("scatter", fn, index), f"{name.strip('_')}_scatter", scatter,
+                  traceable=of_torch(fn) or fn is operator.getitem)
+    where = _findable_name(fn)
+    if where is not None:
+        REBUILD.setdefault(sym.qualname, {"scatter": where, "index": index, "name": name})
+    return sym
+
+
 _RANDOM_INPLACE = {"uniform_", "normal_", "bernoulli_", "exponential_", "geometric_", "cauchy_", "log_normal_",
                    "random_"}
 
 
 def _findable_name(fn) -> str | None:
     """``operator.setitem``, ``torch.Tensor.add_``, ``torch.add``...: a name ``_find`` gives ``fn`` back for."""
-    if fn is operator.setitem:
-        return "operator.setitem"
+    for where, known in _PYTHON_CALLS.items():
+        if fn is known:
+            return where
     name = getattr(fn, "__name__", None)
     for where in ([f"torch.Tensor.{name}", f"torch.{name}"] if name else []) + [_qualname(fn)]:
         if where is not None and _find(where) is fn:
@@ -258,9 +277,13 @@ def _findable_name(fn) -> str | None:
     return None
 
 
+# Python's own calls that programs write into tensors or view them with (``x[i] = v``, ``x[i]``, ``x.T``)
+_PYTHON_CALLS = {"operator.setitem": operator.setitem, "operator.getitem": operator.getitem, "getattr": getattr}
+
+
 def _find(where: str):
-    if where == "operator.setitem":
-        return operator.setitem
+    if where in _PYTHON_CALLS:
+        return _PYTHON_CALLS[where]
     head, _, path = where.partition(".")
     return torch_attribute(path) if head == "torch" else None
 
@@ -275,9 +298,12 @@ def rebuild(recipe: dict) -> Symbol:
         if op is None:
             raise LookupError(f"importing {recipe['module']} did not register {recipe['op']}")
         return opaque(op, side_effect=recipe.get("side_effect", False))
-    fn = _find(recipe["functional"])
+    where = recipe.get("functional") or recipe["scatter"]
+    fn = _find(where)
     if fn is None:
-        raise LookupError(f"{recipe['functional']} is not a function of this torch")
+        raise LookupError(f"{where} is not a function of this torch")
+    if "scatter" in recipe:
+        return scatter_symbol(fn, recipe["index"], recipe["name"])
     return functional_symbol(fn, recipe["name"])
 
 
