@@ -33,6 +33,29 @@ def _(x, s):
     return torch.empty_like(x)
 
 
+@torch.library.custom_op("thunderlab_tests::cubed", mutates_args=())
+def cubed(x: torch.Tensor) -> torch.Tensor:
+    """A custom operator with a derivative of its own (``register_autograd``), deliberately twice the true one."""
+    return x * x * x
+
+
+@cubed.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _cubed_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _cubed_backward(ctx, g):
+    (x,) = ctx.saved_tensors
+    return 2 * g * 3 * x * x
+
+
+cubed.register_autograd(_cubed_backward, setup_context=_cubed_setup)
+
+
 pytestmark = pytest.mark.skipif(not get_executor("inductor").available()[0], reason="no C++ compiler for Inductor")
 
 # each case in a fresh process: the worker, once started, lasts as long as its process
@@ -278,3 +301,31 @@ def test_a_graph_module_is_sent_as_its_code_or_declined():
     holding = torch.fx.symbolic_trace(torch.nn.Linear(2, 2))  # a graph module with parameters stays here
     with pytest.raises(compile_process.Declined, match=r"cannot print \(_c1\)"):
         compile_process._graph_sources({"_c0": gm, "_c1": holding})
+
+
+@pytest.mark.parametrize("overload", [False, True], ids=["packet", "default overload"])
+def test_a_custom_operators_backward_is_compiled_in_the_worker(overload):
+    """The backward of a custom operator with a derivative of its own names the operator it differentiates; the
+    worker makes that operator again from its recipe, under the caller's name, and compiles the backward's
+    regions too. Gradients are the operator's own (twice the true ones), as eager gives them."""
+    op = torch.ops.thunderlab_tests.cubed.default if overload else torch.ops.thunderlab_tests.cubed
+
+    def f(x):
+        return (op(torch.sin(x)) * 2).tanh().sum()
+
+    jfn = thunderlab.jit(f, pipeline="dce,cse,autodiff,claim{executors=inductor+torch},fuse,del")
+
+    def grad(fn):
+        x = torch.linspace(-1, 1, 12).reshape(3, 4).requires_grad_()
+        fn(x).backward()
+        return x.grad
+
+    torch.testing.assert_close(grad(jfn), grad(f))
+    record = thunderlab.last_record(jfn)
+    assert "custom_op_vjp(" in record.steps[-1].python("backward"), record.steps[-1].python("backward")
+    session = thunderlab.session(record)
+    assert session.wait(600)
+    torch.testing.assert_close(grad(jfn), grad(f))
+    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
+             for k, r in session.regions.items()}
+    assert len(where) >= 2 and all(v[:2] == ("inductor", "worker process") for v in where.values()), where

@@ -107,9 +107,12 @@ def request_specs(region: Trace, inputs: list) -> dict:
             continue
         if _resolve(b.sym.qualname) is not b.sym:  # a symbol registered at run time: the worker lacks it
             raise Declined(f"{b.sym.qualname} is not importable from thunderlab.ops")
-        if b.sym.name in ("eager_vjp", "custom_op_vjp") and b.args and isinstance(b.args[0], str) and \
-                b.args[0].partition(".")[0] not in ("torch", "ltorch", "prims"):  # differentiates such a symbol
-            raise Declined(f"{b.sym.qualname} differentiates {b.args[0]}, which is not importable from thunderlab.ops")
+        if b.sym.name in ("eager_vjp", "custom_op_vjp") and b.args and isinstance(b.args[0], str):
+            named = b.args[0]  # the symbol it differentiates, by name
+            if named in REBUILD:  # made again there, under this name
+                derived[named] = REBUILD[named]
+            elif named.partition(".")[0] not in ("torch", "ltorch", "prims"):
+                raise Declined(f"{b.sym.qualname} differentiates {named}, which is not importable from thunderlab.ops")
         symbols.setdefault(mod, []).append(attr)
     msg = {"name": region.name, "source": src, "symbols": {k: sorted(set(v)) for k, v in symbols.items()},
            **({"derived": derived} if derived else {}), **({"graphs": graphs} if graphs else {}),
@@ -694,7 +697,8 @@ def _compile(msg: dict) -> dict:
     from torch._guards import TracingContext
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
-    from thunderlab.ops.mapping import rebuild
+    from thunderlab.ops.mapping import KNOWN_AS, rebuild
+    from thunderlab.ops.vjp import custom_plan
 
     torch.set_num_threads(msg["threads"])  # Inductor's C++ kernels are written for the caller's thread count
     gemm.set_enabled(msg.get("onednn_linear", True))  # as the caller has it (its shapes are timed here)
@@ -702,9 +706,12 @@ def _compile(msg: dict) -> dict:
     for mod, attrs in msg["symbols"].items():  # each symbol runs its own implementation, as bind(traced=True)
         g[mod] = symbol_module(mod, {a: _resolve(f"{mod}.{a}").impl for a in attrs})
     for qualname, recipe in msg.get("derived", {}).items():
-        impl = rebuild(recipe).impl
+        sym = rebuild(recipe)
         if qualname.isidentifier():  # printed as a bare name, the caller's (torch.ops.<ns>.<op> is found by itself)
-            g[qualname] = impl
+            g[qualname] = sym.impl
+            KNOWN_AS[qualname] = sym
+        if "op" in recipe:  # a custom operator's derivative, looked up now: TorchDynamo inlines only its use
+            custom_plan(qualname)
     for name, graph in msg.get("graphs", {}).items():
         g[name] = _graph_callable(graph)
     exec(compile_program(msg["source"], msg["name"]), g)
@@ -748,8 +755,10 @@ def _compile(msg: dict) -> dict:
     graph, sources = captured
     if why:
         return {"ok": False, "reason": why[0]}
-    if sorted(sources, key=str) != sorted(names):
-        return {"ok": False, "reason": "TorchDynamo merged or dropped inputs of the region"}
+    # each input here is a tensor of its own, so TorchDynamo merged none; one it left out is one the region never
+    # reads (a custom operator's backward given the forward's output it ignores): the module is called without it
+    if len(set(sources)) != len(sources) or not set(sources) <= set(names):
+        return {"ok": False, "reason": "TorchDynamo renamed or repeated inputs of the region"}
     path = graph.write_to_disk() if hasattr(graph, "write_to_disk") else None
     if path is None or not os.path.exists(path):
         return {"ok": False, "reason": "Inductor wrote no module for the region"}

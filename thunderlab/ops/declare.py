@@ -31,6 +31,10 @@ TORCH_SYMBOLS: dict[str, tuple[Symbol, tuple, tuple]] = {}
 LTORCH: dict[str, Symbol] = {}
 # torch functions called as they are (``mapping.opaque_symbol``), by the function (or its key): one symbol each
 OPAQUE: dict[object, Symbol] = {}
+# in a process that made symbols again from another's recipes (``mapping.rebuild``, in the compile worker): the name
+# the sending process gave each (its programs name it so, as ``eager_vjp``'s first argument among others) -> the
+# symbol; looked up before this process's own names
+KNOWN_AS: dict[str, Symbol] = {}
 
 
 class DuplicateOp(ValueError):

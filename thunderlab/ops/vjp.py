@@ -26,7 +26,7 @@ from .common import expand_reduced as _bcast
 from .common import is_tensor as _is_t
 from .common import matrix_transpose as _mT
 from .common import scatter_back, sum_to
-from .declare import LTORCH, OPAQUE, backward_symbol
+from .declare import KNOWN_AS, LTORCH, OPAQUE, backward_symbol
 from .prims import new_proxy
 from .rules import VJP
 
@@ -551,6 +551,8 @@ def _resolve(qualname: str):
         return LTORCH[rest].impl
     obj = {"prims": prims, "torch": torch}.get(root)
     if obj is None:
+        if qualname in KNOWN_AS:  # a symbol made again from another process's recipe, by that process's name
+            return KNOWN_AS[qualname].impl
         for sym in OPAQUE.values():
             if sym.qualname == qualname:
                 return sym.impl
