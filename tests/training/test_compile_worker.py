@@ -329,3 +329,21 @@ def test_a_custom_operators_backward_is_compiled_in_the_worker(overload):
     where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
              for k, r in session.regions.items()}
     assert len(where) >= 2 and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
+
+
+def test_a_region_that_computes_an_index_from_its_integer_inputs_is_compiled_in_the_worker():
+    """The worker checks the module it built on inputs like the caller's: integer inputs go with their values (made-up
+    ones, zeros, would give an index of -1 here, and the check would fail), so the region compiles there."""
+    def f(x, ids):
+        last = ids.sum(1, keepdim=True) - 1  # the last non-padding position of each row
+        return torch.gather(x * 2, 1, last).tanh()
+
+    x, ids = torch.randn(4, 6), torch.ones(4, 5, dtype=torch.long)
+    jfn = thunderlab.jit(f, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del")
+    torch.testing.assert_close(jfn(x, ids), f(x, ids))
+    session = thunderlab.session(thunderlab.last_record(jfn))
+    assert session.wait(600)
+    torch.testing.assert_close(jfn(x, ids), f(x, ids))
+    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
+             for k, r in session.regions.items()}
+    assert where and all(v[:2] == ("inductor", "worker process") for v in where.values()), where

@@ -85,11 +85,32 @@ def request(region: Trace, args: tuple) -> dict:
 
     Raises ``Declined`` when the region must be compiled here (a reason it gives, or the worker is unavailable).
     """
-    return request_specs(region, input_specs(args))
+    return request_specs(region, input_specs(args), values=_index_values(args))
 
 
-def request_specs(region: Trace, inputs: list) -> dict:
-    """``request`` for inputs described by ``input_specs`` (a compile that need not hold the tensors)."""
+# integer inputs up to this many elements are sent with their values (token ids, labels, positions)
+_VALUES_UP_TO = 1 << 16
+
+
+def _index_values(args: tuple) -> dict:
+    """``{position: values}`` for the small, dense integer and boolean inputs: the worker runs the region on them.
+
+    Its other inputs it makes up (random floats); made-up indices (zeros) can be wrong for a program that computes
+    an index from them (mBART's labels shifted right gather at the last non-padding token of each row), and its
+    check of the module would fail where the caller's own inputs run. The values are not part of the request's key:
+    the module does not depend on them.
+    """
+    out = {}
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and not (a.dtype.is_floating_point or a.dtype.is_complex) \
+                and a.numel() <= _VALUES_UP_TO and a.is_contiguous():
+            out[str(i)] = a.reshape(-1).tolist()
+    return out
+
+
+def request_specs(region: Trace, inputs: list, values: dict | None = None) -> dict:
+    """``request`` for inputs described by ``input_specs`` (a compile that need not hold the tensors); ``values``:
+    some inputs' values, by position (``_index_values``)."""
     from thunderlab.ops.mapping import REBUILD, torch_attribute
 
     p = Printer()
@@ -121,7 +142,7 @@ def request_specs(region: Trace, inputs: list) -> dict:
     answer = _recall(msg)
     if answer is not None:
         return answer
-    answer = _send(msg)
+    answer = _send(dict(msg, values=values) if values else msg)
     if not answer.get("ok"):
         raise Declined(answer.get("reason", "the worker gave no reason"))
     _remember(msg, answer)
@@ -673,9 +694,14 @@ def _light_parts(path: str) -> dict:
 
 # ---- the worker process ----
 
-def _example(shape, stride, offset, dtype):
-    """An input like the caller's (shape, strides, offset): random floats, zeros otherwise (valid indices)."""
+def _example(shape, stride, offset, dtype, values=None):
+    """An input like the caller's (shape, strides, offset): its ``values`` where sent (a contiguous tensor's), else
+    random floats, or zeros (valid indices for most programs)."""
     dt = getattr(torch, dtype)
+    if values is not None:  # contiguous: the values from the storage offset on
+        flat = torch.zeros(offset + len(values), dtype=dt)
+        flat[offset:] = torch.tensor(values, dtype=dt)
+        return flat.as_strided(shape, stride, offset)
     size = offset + 1 + sum((n - 1) * s for n, s in zip(shape, stride)) if all(shape) else offset
     flat = torch.randn(size, dtype=dt) if dt.is_floating_point else torch.zeros(size, dtype=dt)
     return flat.as_strided(shape, stride, offset)
@@ -717,7 +743,8 @@ def _compile(msg: dict) -> dict:
     exec(compile_program(msg["source"], msg["name"]), g)
     fn = g[msg["name"]]
     names = list(fn.__code__.co_varnames[:fn.__code__.co_argcount])
-    args = [_example(*i) for i in msg["inputs"]]
+    values = msg.get("values", {})
+    args = [_example(*spec, values=values.get(str(n))) for n, spec in enumerate(msg["inputs"])]
     captured, why = [], []
 
     def inner(gm, example_inputs, **kwargs):
