@@ -58,6 +58,25 @@ cubed.register_autograd(_cubed_backward, setup_context=_cubed_setup)
 
 pytestmark = pytest.mark.skipif(not get_executor("inductor").available()[0], reason="no C++ compiler for Inductor")
 
+
+FUSED = "dce,cse,claim{executors=inductor+torch},fuse,del"
+TRAINING = "dce,cse,autodiff,claim{executors=inductor+torch},fuse,del"
+
+
+def _compiled_in_worker(fn, check, pipeline=FUSED, regions=1):
+    """``check(jit(fn))`` equals ``check(fn)`` on the torch versions and again once every region's kernel arrived,
+    each compiled in the worker process (at least ``regions`` of them); the last record."""
+    jfn = thunderlab.jit(fn, pipeline=pipeline)
+    torch.testing.assert_close(check(jfn), check(fn))
+    record = thunderlab.last_record(jfn)
+    session = thunderlab.session(record)
+    assert session.wait(600)
+    torch.testing.assert_close(check(jfn), check(fn))
+    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
+             for k, r in session.regions.items()}
+    assert len(where) >= regions and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
+    return record
+
 # each case in a fresh process: the worker, once started, lasts as long as its process
 STARTED_AFTER_JIT = """
 import json, os, torch, thunderlab
@@ -164,16 +183,8 @@ def test_in_place_calls_twins_are_compiled_in_the_worker():
         return torch.tanh(y) + 1
 
     x, v = torch.randn(6, 4), torch.randn(6)
-    jfn = thunderlab.jit(f, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del")
-    torch.testing.assert_close(jfn(x, v), f(x, v))
-    session = thunderlab.session(thunderlab.last_record(jfn))
-    assert session.wait(600)
-    torch.testing.assert_close(jfn(x, v), f(x, v))
-    program = thunderlab.last_record(jfn).steps[-1].python()
+    program = _compiled_in_worker(f, lambda fn: fn(x, v)).steps[-1].python()
     assert "_setitem_functional(" in program, program  # Tensor.mul_ is ltorch.mul's own (no twin)
-    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
-             for k, r in session.regions.items()}
-    assert where and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
 
 
 def test_writes_through_views_are_compiled_in_the_worker():
@@ -188,16 +199,8 @@ def test_writes_through_views_are_compiled_in_the_worker():
         return torch.tanh(y) + 1
 
     x = torch.randn(2, 5)
-    jfn = thunderlab.jit(f, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del")
-    torch.testing.assert_close(jfn(x), f(x))
-    session = thunderlab.session(thunderlab.last_record(jfn))
-    assert session.wait(600)
-    torch.testing.assert_close(jfn(x), f(x))
-    program = thunderlab.last_record(jfn).steps[-1].python()
+    program = _compiled_in_worker(f, lambda fn: fn(x)).steps[-1].python()
     assert "_getitem_scatter" in program and "_unbind_scatter" in program, program
-    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
-             for k, r in session.regions.items()}
-    assert where and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
 
 
 def test_a_functional_twin_or_a_views_inverse_is_made_again_from_its_recipe():
@@ -234,14 +237,7 @@ def test_a_custom_operators_region_is_compiled_in_the_worker(overload):
         return op(x * 2, 3.0).relu() + 1
 
     x = torch.randn(5, 7)
-    jfn = thunderlab.jit(f, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del")
-    torch.testing.assert_close(jfn(x), f(x))
-    session = thunderlab.session(thunderlab.last_record(jfn))
-    assert session.wait(600)
-    torch.testing.assert_close(jfn(x), f(x))
-    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
-             for k, r in session.regions.items()}
-    assert where and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
+    _compiled_in_worker(f, lambda fn: fn(x))
     recipes = [v for v in mapping.REBUILD.values()
                if v.get("op", "").startswith("torch.ops.thunderlab_tests.scaled_sin")]
     assert recipes and all(r["module"] == __name__ for r in recipes), recipes
@@ -273,7 +269,6 @@ def test_an_autograd_functions_regions_are_compiled_in_the_worker():
         return _TanhGelu.apply(lin(x)).sum(-1)
 
     x = torch.randn(4, 6, requires_grad=True)
-    jfn = thunderlab.jit(f, pipeline="dce,cse,autodiff,claim{executors=inductor+torch},fuse,del")
 
     def step(fn):
         x.grad, lin.weight.grad = None, None
@@ -281,14 +276,8 @@ def test_an_autograd_functions_regions_are_compiled_in_the_worker():
         out.backward(torch.ones_like(out))
         return out.detach(), x.grad, lin.weight.grad
 
-    torch.testing.assert_close(step(jfn), step(f))
-    session = thunderlab.session(thunderlab.last_record(jfn))
-    assert "autograd_function_forward(" in thunderlab.last_record(jfn).steps[-1].python()
-    assert session.wait(600)
-    torch.testing.assert_close(step(jfn), step(f))
-    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
-             for k, r in session.regions.items()}
-    assert len(where) >= 2 and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
+    record = _compiled_in_worker(f, step, pipeline=TRAINING, regions=2)
+    assert "autograd_function_forward(" in record.steps[-1].python()
 
 
 def test_a_graph_module_is_sent_as_its_code_or_declined():
@@ -313,22 +302,13 @@ def test_a_custom_operators_backward_is_compiled_in_the_worker(overload):
     def f(x):
         return (op(torch.sin(x)) * 2).tanh().sum()
 
-    jfn = thunderlab.jit(f, pipeline="dce,cse,autodiff,claim{executors=inductor+torch},fuse,del")
-
     def grad(fn):
         x = torch.linspace(-1, 1, 12).reshape(3, 4).requires_grad_()
         fn(x).backward()
         return x.grad
 
-    torch.testing.assert_close(grad(jfn), grad(f))
-    record = thunderlab.last_record(jfn)
+    record = _compiled_in_worker(f, grad, pipeline=TRAINING, regions=2)
     assert "custom_op_vjp(" in record.steps[-1].python("backward"), record.steps[-1].python("backward")
-    session = thunderlab.session(record)
-    assert session.wait(600)
-    torch.testing.assert_close(grad(jfn), grad(f))
-    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
-             for k, r in session.regions.items()}
-    assert len(where) >= 2 and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
 
 
 def test_a_region_that_computes_an_index_from_its_integer_inputs_is_compiled_in_the_worker():
@@ -339,11 +319,4 @@ def test_a_region_that_computes_an_index_from_its_integer_inputs_is_compiled_in_
         return torch.gather(x * 2, 1, last).tanh()
 
     x, ids = torch.randn(4, 6), torch.ones(4, 5, dtype=torch.long)
-    jfn = thunderlab.jit(f, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del")
-    torch.testing.assert_close(jfn(x, ids), f(x, ids))
-    session = thunderlab.session(thunderlab.last_record(jfn))
-    assert session.wait(600)
-    torch.testing.assert_close(jfn(x, ids), f(x, ids))
-    where = {k: (r.version, r.compiled_in, getattr(r.fn, "compiled_here_because", None))
-             for k, r in session.regions.items()}
-    assert where and all(v[:2] == ("inductor", "worker process") for v in where.values()), where
+    _compiled_in_worker(f, lambda fn: fn(x, ids))
