@@ -16,7 +16,7 @@ import thunderlab
 from thunderlab.executors.base import EXECUTORS, RunOptions, register_executor
 from thunderlab.executors.fusion import FusionExecutor
 from thunderlab.executors.inductor import InductorExecutor
-from thunderlab.executors.region import RACE_CALLS, Race, RegionRunner
+from thunderlab.executors.region import CLOSE_ROUNDS, RACE_CALLS, Race, RegionRunner
 from thunderlab.inspect.serialize import RecordPayload, validate
 from thunderlab.jupyter.comm import _timings
 
@@ -189,11 +189,12 @@ def test_calls_take_turns_and_none_runs_twice():
     clock = Clock()
     r = RegionRunner("r", "fused", version("torch"), lambda args: (version("fused"), ["code"]), tiered=False,
                      race=True, clock=clock)
-    outs = [r(torch.tensor(float(i))) for i in range(2 * (RACE_CALLS + 1) + 3)]
+    rounds = RACE_CALLS * (1 + CLOSE_ROUNDS) + 1  # a warm-up round; the two tie, so the race is timed longer
+    outs = [r(torch.tensor(float(i))) for i in range(2 * rounds + 3)]
     assert [float(o) for o in outs] == [i + 1 for i in range(len(outs))]  # each call its own result
     assert [x for _, x in ran] == [float(i) for i in range(len(outs))]  # every input ran once, in order
-    during = [v for v, _ in ran[:2 * (RACE_CALLS + 1)]]
-    assert during == ["fused", "torch"] * (RACE_CALLS + 1)
+    during = [v for v, _ in ran[:2 * rounds]]
+    assert during == ["fused", "torch"] * rounds
     assert r.race.summary()["state"] == "done"
 
 
@@ -424,6 +425,40 @@ def test_on_a_gpu_each_real_executor_can_win_and_every_call_equals_eager(winner)
     for r in raced:
         race = r.race.summary()
         assert race["state"] == "done" and race["winner"] == winner and r.version == winner, race
+
+
+def test_a_close_verdict_is_timed_longer_before_it_is_made():
+    """Versions whose fastest calls are within CLOSE of each other are timed RACE_CALLS more calls each (the calls so
+    far kept), up to CLOSE_ROUNDS times: a kernel that a slow start put behind torch wins once it runs at its speed."""
+    race = Race(["inductor", "torch"])
+
+    def calls(seconds):  # as a region drives it: each call asks whose turn it is and whether it is timed
+        while not race.done:
+            version, timed = race.next()
+            if timed:
+                race.add(version, seconds[version])
+
+    calls({"inductor": 5.5e-3, "torch": 5.25e-3})
+    assert race.decide() == "torch" and not race.suspect()
+    assert race.close() and not race.done and race.winner is None  # timed longer, from where it was
+    assert race.next() == ("inductor", True)  # no second warm-up
+    race.add("inductor", 4.75e-3)
+    calls({"inductor": 4.75e-3, "torch": 5.3e-3})
+    assert race.decide() == "inductor" and not race.close()  # 4.75 against 5.25: not close
+    assert race.why == ("inductor 4.75 ms vs torch 5.25 ms, fastest of 8 calls each: kept inductor "
+                        "(within 10% after 4 calls: timed longer)")
+    tied = Race(["inductor", "torch"])  # a tie stays a tie: decided after CLOSE_ROUNDS more rounds, by the order
+    for extra in range(CLOSE_ROUNDS + 1):
+        for _ in range(RACE_CALLS):
+            tied.add("inductor", 1e-3)
+            tied.add("torch", 1e-3)
+        assert tied.decide() == "inductor"
+        assert tied.close() is (extra < CLOSE_ROUNDS)
+    apart = Race(["inductor", "torch"])  # more than CLOSE apart: a verdict at once
+    for _ in range(RACE_CALLS):
+        apart.add("inductor", 1e-3)
+        apart.add("torch", 1.2e-3)
+    assert apart.decide() == "inductor" and not apart.close()
 
 
 def test_a_version_is_judged_by_its_fastest_call_so_delays_on_some_calls_do_not_decide():

@@ -46,6 +46,12 @@ RACE_CALLS = 4
 # sends the region back to torch, the race runs again, up to RERUNS times
 SUSPECT_FACTOR = 5.0
 RERUNS = 2
+# two versions whose fastest calls are this close are timed for RACE_CALLS more calls each (the calls so far kept),
+# up to CLOSE_ROUNDS times, before the verdict: on a shared machine the fastest of four calls of one kernel moves by
+# a tenth from run to run (a backward region of MobileNet: 4.75 and 5.5 ms), which is enough to reverse a close
+# verdict, and the calls after the first few run with their buffers' memory already in place
+CLOSE = 0.10
+CLOSE_ROUNDS = 2
 
 
 def start_pending() -> None:
@@ -90,6 +96,7 @@ class Race:
         self._n = 0
         self.times = ""  # the versions' fastest calls, fastest first, as the last verdict put them
         self.earlier: list[str] = []  # those of the rounds run again (see ``suspect``)
+        self.extended = 0  # rounds of more calls a close verdict asked for (see ``close``)
 
     def next(self) -> tuple[str, bool]:
         """The version the next call runs, and whether its time counts (the first round only warms up)."""
@@ -117,6 +124,8 @@ class Race:
         verdict = f"kept {self.winner}" if self.winner != "torch" else "back to torch"
         self.times = times
         self.why = f"{times}, fastest of {self.calls} calls each: {verdict}"
+        if self.extended:
+            self.why += f" (within {CLOSE:.0%} after {self.calls - self.extended * RACE_CALLS} calls: timed longer)"
         if self.earlier:
             self.why += f" (raced {len(self.earlier) + 1} times: a kernel {SUSPECT_FACTOR:g}x slower than torch " \
                         f"looks held up; before: {'; '.join(self.earlier)})"
@@ -130,9 +139,25 @@ class Race:
         best = {v: min(t[:self.calls]) for v, t in self.samples.items()}
         return any(v != "torch" and best[v] > SUSPECT_FACTOR * best["torch"] for v in best)
 
+    def close(self) -> bool:
+        """Whether the verdict just made was between versions whose fastest calls are within ``CLOSE`` of each other,
+        with a round left: then each version is timed ``RACE_CALLS`` more calls (those so far kept) before the verdict
+        is made again."""
+        if self.extended >= CLOSE_ROUNDS or len(self.order) < 2:
+            return False
+        best = sorted(min(t[:self.calls]) for t in self.samples.values())
+        if best[1] > best[0] * (1 + CLOSE):
+            return False
+        self.extended += 1
+        self.calls += RACE_CALLS
+        self.winner, self.why = None, ""
+        return True
+
     def again(self) -> None:
         """Race once more, from a warm-up round, keeping the verdict just made for ``why``."""
         self.earlier.append(self.times)
+        self.calls -= self.extended * RACE_CALLS
+        self.extended = 0
         self.samples = {v: [] for v in self.order}
         self.winner, self.why, self._n = None, "", 0
 
@@ -389,6 +414,8 @@ class RegionRunner:
         winner = self.race.decide()
         if self.race.suspect():
             self.race.again()  # the region keeps racing
+            return
+        if self.race.close():  # timed longer, from where it is
             return
         self._racing = False
         self.fn = self.versions[winner]
