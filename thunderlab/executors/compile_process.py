@@ -150,10 +150,10 @@ def request_specs(region: Trace, inputs: list, values: dict | None = None) -> di
 
 
 def _graph_sources(constants: dict) -> dict:
-    """The printed program's constants as the worker makes them again: ``{name: {"source", "modules"}}``.
+    """The printed program's constants as the worker makes them again: ``{name: {"source", "globals"}}``.
 
     A graph module that holds nothing but its code (an ``autograd.Function``'s forward or backward, as TorchDynamo
-    captured it: BLOOM's GeLU) is sent as that code and the modules it names; the worker runs the code as this
+    captured it: BLOOM's GeLU) is sent as that code and how to find what it names; the worker runs the code as this
     process runs the module. ``Declined`` for any other value: only this process has it.
     """
     out, others = {}, []

@@ -199,8 +199,9 @@ def lean_line_headers() -> bool:
     For each call it records into a graph, TorchDynamo writes a header naming the line's file, line and enclosing
     function, for its ``trace_call`` debug log, whether or not that log is on: the header is made first and only
     its printing is skipped. The function's qualified name comes from tokenizing the whole file the line is in,
-    once per file per process: ``torch/nn/functional.py``, ``torch/nn/modules/module.py`` and the model's own
-    files cost 0.2 s of a small GPT's 0.7 s first call (most of a first call is TorchDynamo's). In thunderlab's
+    once per file per process (``torch/nn/functional.py``, ``torch/nn/modules/module.py``, the model's own files):
+    about 0.06 s of a small GPT's 0.7 s first call, more for a model in a large file (a BERT's first call in a
+    new process, 1.4-1.6 s, became 1.2-1.3 s; ``benchmarks/first_call_fresh.py``). In thunderlab's
     captures, with TorchDynamo's ``trace_call`` and ``trace_source`` logs off, the header leaves that name out
     (nothing reads it); with either log on (``TORCH_LOGS=trace_call``), and in every other backend's captures,
     TorchDynamo makes its header as it always does. Returns whether the change is in place (False where this
