@@ -52,6 +52,8 @@ RERUNS = 2
 # verdict, and the calls after the first few run with their buffers' memory already in place
 CLOSE = 0.10
 CLOSE_ROUNDS = 2
+# the most calls one race takes (a warm-up call and every timed call, per version; a held-up kernel's rerun aside)
+RACE_CALLS_MOST = 1 + RACE_CALLS * (1 + CLOSE_ROUNDS)
 
 
 def start_pending() -> None:
