@@ -85,7 +85,7 @@ def request(region: Trace, args: tuple) -> dict:
 
     Raises ``Declined`` when the region must be compiled here (a reason it gives, or the worker is unavailable).
     """
-    return request_specs(region, input_specs(args), values=_index_values(args))
+    return request_specs(region, input_specs(args), args)
 
 
 # integer inputs up to this many elements are sent with their values (token ids, labels, positions)
@@ -108,9 +108,9 @@ def _index_values(args: tuple) -> dict:
     return out
 
 
-def request_specs(region: Trace, inputs: list, values: dict | None = None) -> dict:
-    """``request`` for inputs described by ``input_specs`` (a compile that need not hold the tensors); ``values``:
-    some inputs' values, by position (``_index_values``)."""
+def request_specs(region: Trace, inputs: list, args: tuple | None = None) -> dict:
+    """``request`` for inputs described by ``input_specs`` (a compile that need not hold the tensors); ``args``, where
+    given, are those inputs: a request the worker is sent carries their small integer values (``_index_values``)."""
     from thunderlab.ops.mapping import REBUILD, torch_attribute
 
     p = Printer()
@@ -142,6 +142,7 @@ def request_specs(region: Trace, inputs: list, values: dict | None = None) -> di
     answer = _recall(msg)
     if answer is not None:
         return answer
+    values = _index_values(args) if args is not None else None
     answer = _send(dict(msg, values=values) if values else msg)
     if not answer.get("ok"):
         raise Declined(answer.get("reason", "the worker gave no reason"))
@@ -723,7 +724,8 @@ def _compile(msg: dict) -> dict:
     from torch._guards import TracingContext
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
-    from thunderlab.ops.mapping import KNOWN_AS, rebuild
+    from thunderlab.ops.declare import KNOWN_AS
+    from thunderlab.ops.mapping import rebuild
     from thunderlab.ops.vjp import custom_plan
 
     torch.set_num_threads(msg["threads"])  # Inductor's C++ kernels are written for the caller's thread count

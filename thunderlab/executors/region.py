@@ -143,17 +143,17 @@ class Race:
 
     def close(self) -> bool:
         """Whether the verdict just made was between versions whose fastest calls are within ``CLOSE`` of each other,
-        with a round left: then each version is timed ``RACE_CALLS`` more calls (those so far kept) before the verdict
-        is made again."""
+        with a round left: the race is then timed longer (``longer``) before the verdict is made again."""
         if self.extended >= CLOSE_ROUNDS or len(self.order) < 2:
             return False
         best = sorted(min(t[:self.calls]) for t in self.samples.values())
-        if best[1] > best[0] * (1 + CLOSE):
-            return False
+        return best[1] <= best[0] * (1 + CLOSE)
+
+    def longer(self) -> None:
+        """Time each version ``RACE_CALLS`` more calls, keeping those so far (no second warm-up)."""
         self.extended += 1
         self.calls += RACE_CALLS
         self.winner, self.why = None, ""
-        return True
 
     def again(self) -> None:
         """Race once more, from a warm-up round, keeping the verdict just made for ``why``."""
@@ -417,7 +417,8 @@ class RegionRunner:
         if self.race.suspect():
             self.race.again()  # the region keeps racing
             return
-        if self.race.close():  # timed longer, from where it is
+        if self.race.close():
+            self.race.longer()  # the region keeps racing, from where it is
             return
         self._racing = False
         self.fn = self.versions[winner]

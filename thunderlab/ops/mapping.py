@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from thunderlab.core.symbols import Symbol, Tag
 
 from . import torch_ops  # noqa: F401  (every op declared before the tables below are built)
-from .declare import KNOWN_AS, OPAQUE, TORCH_SYMBOLS, on_declare  # noqa: F401  (KNOWN_AS: see declare)
+from .declare import OPAQUE, TORCH_SYMBOLS, on_declare
 from .prims import torch_meta
 
 FUNCTIONS: dict[Callable, Symbol] = {}
