@@ -54,7 +54,7 @@ export function readNotes(notes: unknown): Notes {
 }
 /** A region's race: once its kernels compiled, its calls took turns between torch and each kernel; the fastest call was kept. */
 export interface Race {
-  state: "waiting" | "racing" | "done" | "off";
+  state: "waiting" | "racing" | "paused" | "done" | "off";
   versions: string[];  // in the order calls take them
   calls: number;  // timed calls per version (after one warm-up call each)
   times: Record<string, { count: number; median_s: number; min_s: number; samples_s?: number[] }>;

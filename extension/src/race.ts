@@ -73,8 +73,9 @@ export function raceSummary(rows: RaceRow[]): string {
   const parts = [`${done.length} of ${rows.length} region${rows.length === 1 ? "" : "s"} raced`];
   if (done.length) parts.push(`${done.length - torch} kept a kernel, ${torch} back to torch`);
   const racing = rows.filter((r) => r.state === "racing").length, waiting = rows.filter((r) => r.state === "waiting").length;
-  const off = rows.filter((r) => r.state === "off").length;
+  const paused = rows.filter((r) => r.state === "paused").length, off = rows.filter((r) => r.state === "off").length;
   if (racing) parts.push(`${racing} racing now`);
+  if (paused) parts.push(`${paused} paused (not called lately)`);
   if (waiting) parts.push(`${waiting} waiting for their kernels`);
   if (off) parts.push(`${off} not raced`);
   return parts.join("; ");

@@ -43,6 +43,10 @@ test("the races in one line", () => {
   assert.equal(raceSummary([]), "");
   const off = raceRows({ r: { race: { state: "off", versions: [], calls: 4, times: {}, winner: null, why: "not raced: copy_ writes" } } });
   assert.equal(raceSummary(off), "0 of 1 region raced; 1 not raced");
+  // a race whose graph TorchDynamo compiled again for other inputs stops being called: paused, not racing now
+  const paused = raceRows({ r: { race: { state: "paused", versions: ["inductor", "torch"], calls: 4, times: { torch: t(1, 2) }, winner: null,
+    why: "paused: no call for 41 s, 2 of 4 timed calls each made (inductor, torch); the race goes on at the region's next call" } } });
+  assert.equal(raceSummary(paused), "0 of 1 region raced; 1 paused (not called lately)");
 });
 
 test("a payload with races follows the schema, one without stays valid, a malformed race is named", () => {
@@ -52,6 +56,8 @@ test("a payload with races follows the schema, one without stays valid, a malfor
   assert.deepEqual(checkPayload(RECORD), []);
   const raced = { ...RECORD, regions: { ...RECORD.regions, [name]: { ...RECORD.regions[name], race: REGIONS.inductor0.race } } };
   assert.deepEqual(checkPayload(raced), []);
+  const paused = { ...RECORD, regions: { ...RECORD.regions, [name]: { ...RECORD.regions[name], race: { ...REGIONS.nvfuser0.race, state: "paused" } } } };
+  assert.deepEqual(checkPayload(paused), []);
   const bad = { ...RECORD, regions: { ...RECORD.regions, [name]: { ...RECORD.regions[name], race: { ...REGIONS.inductor0.race, state: "won" } } } };
   const problems = checkPayload(bad);
   assert.equal(problems.length, 1);

@@ -253,8 +253,68 @@ def test_a_payload_without_race_fields_stays_valid(fake):
 
 def test_the_race_while_waiting_and_before_compiling_says_so():
     r = RegionRunner("r", "fused", lambda x: x, lambda args: (lambda x: x, []), tiered=True, race=True)
-    assert r.summary()["race"]["state"] == "waiting"
+    race = r.summary()["race"]
+    assert race["state"] == "waiting" and "first call" in race["why"], race  # not called yet: nothing compiles
     r.release()
+
+
+def test_a_race_not_called_for_a_while_is_paused_and_goes_on_at_the_next_call():
+    race = Race(["inductor", "torch"], RACE_CALLS)
+    for _ in range(4):  # the warm-up round, then one timed call each
+        version, counts = race.next()
+        if counts:
+            race.add(version, 1e-3)
+    assert race.summary()["state"] == "racing"
+    race.last -= 60  # a minute without a call (calls came a moment apart)
+    summary = race.summary()
+    assert summary["state"] == "paused", summary
+    assert summary["why"].startswith("paused: no call for 60 s, 1 of 4 timed calls each made"), summary["why"]
+    race.next()
+    assert race.summary()["state"] == "racing"
+    # a region called once a minute is not paused after a minute: its usual gap between calls is that long
+    slow = Race(["inductor", "torch"], RACE_CALLS)
+    slow.started -= 240
+    for _ in range(4):
+        slow.next()
+    slow.last = slow.started + 240 - 60
+    assert slow.summary()["state"] == "racing"
+
+
+def test_a_record_whose_graph_dynamo_compiled_again_shows_its_race_paused(fake, monkeypatch):
+    """A function TorchDynamo captures again (a global it reads changed) leaves its first record's race unfinished:
+    the record says the race is paused, not that it is racing now."""
+    from thunderlab.executors import region
+    monkeypatch.setattr(region, "PAUSED_AFTER_S", 0.2)
+    j = thunderlab.jit(_scaled, pipeline="dce,cse,claim{executors=racefake+torch},fuse,del")
+    x = torch.randn(16, 16)
+    _SCALE[0] = 2.0
+    torch.testing.assert_close(j(x), _scaled(x))
+    first = thunderlab.last_record(j)
+    assert thunderlab.session(first).wait(300)
+    torch.testing.assert_close(j(x), _scaled(x))  # the race's warm-up call
+    _SCALE[0] = 3.0  # the next call's guard fails: a new capture, a new record
+    torch.testing.assert_close(j(x), _scaled(x))
+    second = thunderlab.last_record(j)
+    assert second is not first and thunderlab.session(second).wait(300)
+    for _ in range(RACE_CALLS_MOST):
+        torch.testing.assert_close(j(x), _scaled(x))
+    time.sleep(0.5)
+    [old] = [r["race"] for r in _records_regions(j, first)]
+    assert old["state"] == "paused" and old["why"].startswith("paused: no call for"), old
+    assert all(r["race"]["state"] == "done" for r in _records_regions(j, second))
+
+
+_SCALE = [2.0]
+
+
+def _scaled(x):
+    return torch.tanh(x * _SCALE[0]) + 1
+
+
+def _records_regions(j, record):
+    assert any(r is record for r in j.records)  # brings its regions' snapshot up to date
+    assert record.regions, record
+    return list(record.regions.values())
 
 
 def _step_matches_eager(j, model, eager, x):

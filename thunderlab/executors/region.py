@@ -54,6 +54,10 @@ CLOSE = 0.10
 CLOSE_ROUNDS = 2
 # the most calls one race takes (a warm-up call and every timed call, per version; a held-up kernel's rerun aside)
 RACE_CALLS_MOST = 1 + RACE_CALLS * (1 + CLOSE_ROUNDS)
+# a race whose region has not been called for this long, and for five times its usual gap between calls, is shown
+# as paused: a graph TorchDynamo compiled again for other inputs (or a function no longer called) keeps its race where
+# it stopped, and the race goes on at its next call
+PAUSED_AFTER_S = 10.0
 
 
 def start_pending() -> None:
@@ -93,6 +97,7 @@ class Race:
         self.samples: dict[str, list[float]] = {v: [] for v in self.order}
         self.left_out = dict(left_out or {})  # version -> why it is not in the race (its compile failed)
         self.started = time.time()
+        self.last: float | None = None  # when the latest call of the race began (time.time())
         self.winner: str | None = None
         self.why = ""
         self._n = 0
@@ -103,7 +108,18 @@ class Race:
     def next(self) -> tuple[str, bool]:
         """The version the next call runs, and whether its time counts (the first round only warms up)."""
         n, self._n = self._n, self._n + 1
+        self.last = time.time()
         return self.order[n % len(self.order)], n >= len(self.order)
+
+    def idle(self, now: float | None = None) -> float | None:
+        """Seconds since the race's latest call when it looks paused (no call for ``PAUSED_AFTER_S`` and for five
+        times the usual gap between its calls); None while calls come, or once decided."""
+        if self.winner is not None:
+            return None
+        now = time.time() if now is None else now
+        since = now - (self.last if self.last is not None else self.started)
+        gap = (self.last - self.started) / self._n if self.last is not None and self._n else 0.0
+        return since if since > max(PAUSED_AFTER_S, 5 * gap) else None
 
     def add(self, version: str, seconds: float) -> None:
         self.samples[version].append(seconds)
@@ -164,14 +180,20 @@ class Race:
         self.winner, self.why, self._n = None, "", 0
 
     def summary(self) -> dict:
-        """As plain data: state ("racing" or "done"), per version its timed calls, the winner and why."""
+        """As plain data: state ("racing", "paused" or "done"), per version its timed calls, the winner and why."""
         times = {v: {"count": len(t), "median_s": statistics.median(t), "min_s": min(t), "samples_s": list(t)}
                  for v, t in self.samples.items() if t}
         why = self.why or (f"racing: {', '.join(self.order)} take turns, {self.calls} timed calls each "
                            f"after one warm-up call" + (f" (again: {'; '.join(self.earlier)})" if self.earlier else ""))
+        idle = self.idle()
+        if idle is not None:
+            made = min(len(t) for t in self.samples.values())
+            why = (f"paused: no call for {idle:.0f} s, {made} of {self.calls} timed calls each made "
+                   f"({', '.join(self.order)}); the race goes on at the region's next call")
         if self.left_out:
             why += "; not raced: " + "; ".join(f"{v} ({w})" for v, w in self.left_out.items())
-        return {"state": "done" if self.winner is not None else "racing", "versions": list(self.order),
+        state = "done" if self.winner is not None else "paused" if idle is not None else "racing"
+        return {"state": state, "versions": list(self.order),
                 "calls": self.calls, "times": times, "winner": self.winner, "why": why,
                 "left_out": dict(self.left_out), "started": round(self.started, 3)}
 
@@ -444,6 +466,8 @@ class RegionRunner:
             return self.race.summary()
         if self._race_off is not None:
             why = self._race_off
+        elif not self._started and self._pending is None:
+            why = "waiting for the region's first call: its kernels compile after it, and the race starts after that"
         elif not self.ready.is_set():
             why = "waiting for the kernels to compile; the race starts at the call after"
         elif self.error is not None:

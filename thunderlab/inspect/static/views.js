@@ -1510,8 +1510,9 @@ after:  ${b}`)
     const parts = [`${done.length} of ${rows.length} region${rows.length === 1 ? "" : "s"} raced`];
     if (done.length) parts.push(`${done.length - torch} kept a kernel, ${torch} back to torch`);
     const racing = rows.filter((r) => r.state === "racing").length, waiting = rows.filter((r) => r.state === "waiting").length;
-    const off = rows.filter((r) => r.state === "off").length;
+    const paused = rows.filter((r) => r.state === "paused").length, off = rows.filter((r) => r.state === "off").length;
     if (racing) parts.push(`${racing} racing now`);
+    if (paused) parts.push(`${paused} paused (not called lately)`);
     if (waiting) parts.push(`${waiting} waiting for their kernels`);
     if (off) parts.push(`${off} not raced`);
     return parts.join("; ");
@@ -1843,7 +1844,7 @@ after:  ${b}`)
         required: ["state", "versions", "calls", "times", "winner", "why"],
         additionalProperties: false,
         properties: {
-          state: { enum: ["waiting", "racing", "done", "off"], description: "waiting: kernels still compiling; racing: calls taking turns; done: winner kept; off: not raced (why says)" },
+          state: { enum: ["waiting", "racing", "paused", "done", "off"], description: "waiting: kernels still compiling (or the region not called yet); racing: calls taking turns; paused: racing, but the region has not been called for a while (it goes on at the next call); done: winner kept; off: not raced (why says)" },
           versions: { type: "array", items: { type: "string" }, description: "the versions raced, in the order calls take them" },
           calls: { type: "integer", minimum: 1, description: "timed calls per version (after one warm-up call each)" },
           times: { type: "object", additionalProperties: {
