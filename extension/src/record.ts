@@ -4,7 +4,7 @@
 // never parsed as markup.
 import { h, ms } from "./dom";
 import { PANE_CSS, PANES, renderPane, type PaneState } from "./panes";
-import { checkPayload, MAX_PROBLEMS, SCHEMA, type Payload, type Problem, type Step } from "./payload";
+import { checkPayload, MAX_PROBLEMS, readNotes, SCHEMA, type Payload, type Problem, type Step } from "./payload";
 import { selectionOf } from "./selection";
 import { inputsLine, STEP_CSS, verificationWords } from "./stepinfo";
 
@@ -97,10 +97,25 @@ export function showProblems(root: HTMLElement, problems: Problem[], cannot?: st
   root.replaceChildren(h("style", {}, CSS), problemsView(problems, cannot, name));
 }
 
+/** Where the captured graph came from, as its capture step's notes say (TorchDynamo's frame, the graph break it ends
+ *  at, why it was compiled again), and the graph break's whole explanation; null when they say nothing. */
+export function origin(p: Payload): { text: string; detail: string } | null {
+  const notes = readNotes(p.steps[0]?.notes);
+  if (!notes.summary) return null;
+  const brk = notes.facts.graph_break as { detail?: unknown } | undefined;
+  return { text: `from ${notes.summary}`, detail: typeof brk?.detail === "string" ? brk.detail : "" };
+}
+
+function originLine(p: Payload): HTMLElement | null {
+  const o = origin(p);
+  return o && h("div", { class: "tl-meta tl-origin", ...(o.detail ? { title: o.detail } : {}) }, o.text);
+}
+
 function header(p: Payload, opts: RenderOptions): HTMLElement {
   const err = [p.error, opts.error].filter(Boolean).join("\n");
   return h("div", { class: "tl-header" },
     h("h2", {}, p.name),
+    originLine(p),
     h("div", { class: "tl-meta" }, inputsLine(p)),
     h("div", { class: "tl-meta" }, `pipeline: ${p.pipeline} · total ${ms(p.compile_seconds)} ms · ${p.steps.length} steps`),
     h("div", { class: "tl-status" }, opts.status ?? ""),

@@ -1,7 +1,7 @@
 // Tests the sidebar's models and pure logic (src/lab/pure.ts); `npm test` builds build-test/lab.mjs first.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { classify, moved, parsePipeline, printPipeline, PipelineModel, stepOf, RecordsModel, visibleRows,
+import { classify, moved, originTag, parsePipeline, printPipeline, PipelineModel, stepOf, RecordsModel, visibleRows,
   TimingsModel, timingRows, totalCalls } from "../build-test/lab.mjs";
 import { alignLines } from "../build-test/textdiff.mjs";
 
@@ -135,4 +135,16 @@ test("alignLines handles two 5,000-line programs quickly", () => {
   const ms = performance.now() - t0;
   assert.equal(rows.filter((r) => r.kind === "change").length, 100);
   assert.ok(ms < 1000, `took ${ms} ms`);
+});
+
+test("a record's row says what made its graph: compiled again, or cut by graph breaks", () => {
+  const o = (graph_break, resumed, recompiled) => ({ summary: "TorchDynamo frame 0/1: f (m.py:3)", graph_break, resumed, recompiled });
+  assert.equal(originTag(o(false, false, false)), "");
+  assert.equal(originTag(null), "");
+  assert.equal(originTag(undefined), "");  // a kernel of an older thunderlab sends no origin
+  assert.equal(originTag(o(true, false, false)), "up to a graph break");
+  assert.equal(originTag(o(false, true, false)), "after a graph break");
+  assert.equal(originTag(o(true, true, false)), "between graph breaks");
+  assert.equal(originTag(o(false, false, true)), "compiled again");
+  assert.equal(originTag(o(true, false, true)), "compiled again, up to a graph break");
 });

@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { defaultDepth, defaultGrouping, collapseGroups, scopeAt } from "../build-test/graph.mjs";
-import { passName, pipelinePasses } from "../build-test/record.mjs";
+import { origin, passName, pipelinePasses } from "../build-test/record.mjs";
 
 const node = (id, kind = "call", group = null) => ({ id, label: id, kind, executor: kind === "call" ? "torch" : null, source: null, group });
 const edge = (src, dst) => ({ src, dst, value: `${src}_out`, type: "f32[4]" });
@@ -12,6 +12,19 @@ test("passName strips options and the disabled marker", () => {
   assert.equal(passName("remat{budget=3}"), "remat");
   assert.equal(passName(" -cse "), "cse");
   assert.equal(passName("capture"), "capture");
+});
+
+test("where the graph came from is the capture step's summary, the graph break's explanation its detail", () => {
+  const step0 = (notes) => ({ steps: [{ index: 0, spec: "capture", notes }] });
+  const summary = "TorchDynamo frame 1/0: f from line 4 on, after a graph break (m.py); ends at a graph break at m.py:5 `if x.sum() > 0:` (generic_jump)";
+  const detail = "generic_jump TensorVariable()\n  Hint: use torch.cond";
+  assert.deepEqual(origin(step0({ summary, facts: { compile_id: "1/0", graph_break: { reason: "generic_jump", detail } }, declines: [] })),
+    { text: `from ${summary}`, detail });
+  assert.deepEqual(origin(step0({ summary: "TorchDynamo frame 0/0", facts: { compile_id: "0/0" }, declines: [] })),
+    { text: "from TorchDynamo frame 0/0", detail: "" });
+  // records written before captures said where they came from, and re-runs of a loaded record, say nothing
+  assert.equal(origin(step0({})), null);
+  assert.equal(origin(step0({ summary: "", facts: { loaded_from: "r.thunderlab.json" }, declines: [] })), null);
 });
 
 test("pipelinePasses splits outside option braces", () => {

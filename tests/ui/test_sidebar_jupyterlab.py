@@ -59,6 +59,11 @@ CELLS = [
     "def cut_short(x):\n    return x * 3 + 1\n"
     "def bad_traces(x):\n    return x * 4 + 1\n"
     "thunderlab.jit(cut_short, pipeline=PIPE)(x).shape, thunderlab.jit(bad_traces, pipeline=PIPE)(x).shape",
+    # 5: a branch on a tensor's value breaks TorchDynamo's graph; another input size compiles the function again
+    "def gated(x):\n    h = torch.relu(x)\n    if h.mean() > 0.1:\n        h = h * 2\n    return h.sum()\n"
+    "jg = thunderlab.jit(gated, pipeline=PIPE)\n"
+    "jg(torch.randn(8)), jg(torch.randn(9))\n"
+    "[r.name for r in jg.records]",
 ]
 
 
@@ -335,6 +340,20 @@ def test_a_malformed_record_or_step_shows_what_is_wrong(lab_page):
     [line] = problems.locator("li").all_inner_texts()
     assert line.endswith(".traces: expected null or an object (name → a trace), got the number 5"), line
     assert page.locator(".tl-step-head").inner_text().startswith("step ")  # the step itself is still named
+    assert not page.errors, page.errors
+
+
+def test_records_made_by_graph_breaks_and_recompiles_say_so_in_their_rows(lab_page):
+    page = lab_page
+    _run_cell(page, 5)
+    page.wait_for_function("[...document.querySelectorAll('.tl-record-name')].filter(e => "
+                           "e.textContent.startsWith('gated')).length >= 4")
+    tags = page.locator(".tl-record", has_text="gated").locator(".tl-record-origin")
+    words = tags.all_inner_texts()
+    assert "up to a graph break" in words and "after a graph break" in words, words
+    assert "compiled again, up to a graph break" in words, words
+    assert all(t.startswith("TorchDynamo frame ") for t in tags.evaluate_all("els => els.map(e => e.title)"))
+    _shot(page, "graph-break-rows")
     assert not page.errors, page.errors
 
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import re
 import warnings
 import weakref
 from collections.abc import Callable
 
 import torch
 
+from thunderlab.core.notes import Notes
 from thunderlab.runtime.compiled import CompiledGraph, Options
 
 from .attribute_guards import collapse as collapse_attribute_guards
@@ -50,7 +53,8 @@ class Backend:
             return gm.forward
         values = value_inputs(gm)
         graph = CompiledGraph(_Capture(gm), self.options, name=name, graph_index=index,
-                              eager=gm.forward, static=not values and _static(gm), value_inputs=values)
+                              eager=gm.forward, static=not values and _static(gm), value_inputs=values,
+                              origin=origin(gm))
         self.graphs.append(graph)
         return graph
 
@@ -141,6 +145,81 @@ def through_dynamo(compiled: Callable, args: tuple, kwargs: dict):
         return compiled(*args, **kwargs)
     finally:
         ignored.discard(once)
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<function>.+)_at_(?P<line>\d+)$")
+
+
+def origin(gm: torch.fx.GraphModule) -> Notes:
+    """Where TorchDynamo's graph ``gm`` comes from, as the capture step's notes: TorchDynamo's frame id (as its
+    ``TORCH_LOGS`` and tlparse name it), the function (or the part of one after a graph break) it was captured
+    from, the graph break it ends at and why, and why TorchDynamo compiled the function again (the guard of an
+    earlier capture that failed). Called inside TorchDynamo's compile; outside one (or on a torch that keeps these
+    elsewhere) the notes hold what could be found."""
+    facts: dict = {}
+    compile_id = gm.meta.get("dynamo_compile_id")
+    if compile_id is not None:
+        facts["compile_id"] = str(compile_id)
+    try:
+        from torch._dynamo.symbolic_convert import tls
+
+        code = tls.current_tx.f_code
+    except (ImportError, AttributeError):
+        code = None
+    # a module whose forward is torch's own (nn.Sequential) is captured through a wrapper of TorchDynamo's: no user
+    # function to name
+    if code is not None and not code.co_filename.startswith(_TORCH_DIR):
+        resumed = _RESUME.match(code.co_name)
+        facts["function"] = resumed["function"] if resumed else code.co_name
+        facts["file"] = os.path.basename(code.co_filename)
+        facts["line"] = code.co_firstlineno
+        if resumed:
+            facts["resumes_after_line"] = int(resumed["line"])
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    if reason is not None and getattr(reason, "graph_break", False):
+        text = str(getattr(reason, "reason", "")).strip()
+        brk = {"reason": text.splitlines()[0] if text else "", "detail": text}
+        stack = getattr(reason, "user_stack", None) or []
+        if stack:
+            frame = stack[-1]
+            brk.update(file=os.path.basename(frame.filename), line=frame.lineno, code=(frame.line or "").strip())
+        facts["graph_break"] = brk
+    try:
+        from torch._dynamo.utils import get_metrics_context
+
+        again = getattr(get_metrics_context(), "_metrics", {}).get("recompile_reason")
+    except ImportError:
+        again = None
+    if again:
+        facts["recompiled_because"] = str(again)
+    return Notes(_origin_summary(facts), facts)
+
+
+def _origin_summary(facts: dict) -> str:
+    """The capture step's notes in one line: "TorchDynamo frame 1/0: f from line 16 on, after a graph break
+    (model.py); ends at a graph break at model.py:17 `if n.sum() > 0:` (generic_jump TensorVariable())"."""
+    if not facts:
+        return ""
+    head = f"TorchDynamo frame {facts.get('compile_id', '?')}"
+    if "resumes_after_line" in facts:
+        head += (f": {facts['function']} from line {facts['resumes_after_line']} on, after a graph break "
+                 f"({facts['file']})")
+    elif "function" in facts:
+        head += f": {facts['function']} ({facts['file']}:{facts['line']})"
+    parts = [head]
+    brk = facts.get("graph_break")
+    if brk:
+        at = ""
+        if "file" in brk:
+            at = f" at {brk['file']}:{brk['line']}" + (f" `{brk['code']}`" if brk.get("code") else "")
+        parts.append(f"ends at a graph break{at} ({brk['reason']})")
+    again = facts.get("recompiled_because")
+    if again:
+        earlier = re.match(r"^(\d+/\d+): (.*)$", again, re.S)
+        parts.append(f"compiled again: frame {earlier[1]}'s guard failed ({earlier[2]})" if earlier
+                     else f"compiled again: {again}")
+    return "; ".join(" ".join(p.split()) for p in parts)
 
 
 def _runs_as_captured(gm: torch.fx.GraphModule) -> str | None:

@@ -25,7 +25,18 @@ PUSH_EVERY_S = 0.25  # at most four timing updates a second
 
 def _row(i: int, r) -> dict:
     return {"record": i, "name": r.name, "created": r.created, "pipeline": r.pipeline, "steps": len(r.steps),
-            "error": r.error, "graph": r.graph_index, "inputs": list(r.inputs), "reused": r.reused}
+            "error": r.error, "graph": r.graph_index, "inputs": list(r.inputs), "reused": r.reused,
+            "origin": _origin(r)}
+
+
+def _origin(r) -> dict | None:
+    """Where the record's graph came from, for its row: the capture step's summary and what made the graph (it ends
+    at a graph break, resumes after one, was compiled again); None when the capture step says nothing of it."""
+    notes = r.steps[0].notes if r.steps else None
+    if notes is None or not notes.summary:
+        return None
+    return {"summary": notes.summary, "graph_break": "graph_break" in notes, "resumed": "resumes_after_line" in notes,
+            "recompiled": "recompiled_because" in notes}
 
 
 def _timings(i: int, r) -> dict:

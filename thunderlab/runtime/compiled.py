@@ -12,6 +12,7 @@ import torch
 from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from thunderlab.core.amp import without_autocast
 from thunderlab.core.listeners import Listeners
+from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.executors import compile_process, default_order, inductor
 from thunderlab.executors.base import RunOptions, bind
@@ -142,11 +143,13 @@ class CompiledGraph:
     # __dict__ into the wrapper, and the copy would keep what ``release`` lets go of for as long as Dynamo
     # keeps the wrapper (in the compiled function's module globals, which can be for good)
     __slots__ = ("capture", "static", "value_inputs", "options", "name", "graph_index", "eager", "cache", "hits",
-                 "misses", "records", "made", "__weakref__")
+                 "misses", "records", "made", "origin", "__weakref__")
 
     def __init__(self, capture: Callable, options: Options, name: str = "graph", graph_index: int = 0,
-                 eager: Callable | None = None, static: bool = False, value_inputs: tuple[int, ...] = ()):
+                 eager: Callable | None = None, static: bool = False, value_inputs: tuple[int, ...] = (),
+                 origin: Notes | None = None):
         self.capture = capture  # args -> (initial trace, lifted tensors)
+        self.origin = origin or Notes()  # where the frontend's graph came from: the capture step's notes
         # a graph Dynamo captured with static shapes runs only behind guards that fix every input's
         # shape, dtype, device, strides and requires_grad, and the grad mode's part of the key is all that varies
         self.static = static
@@ -245,7 +248,7 @@ class CompiledGraph:
         session = open_session(record, held=held, eager=self.eager, reference=reference)
         views = program.boundary.input_views  # the outputs the runtime re-makes as views of inputs
         check = NumericCheck(full_inputs, reference, views) if reference is not None else None
-        step0 = Step(0, "capture", capture_s, program, 0, program.count(), structure(program))
+        step0 = Step(0, "capture", capture_s, program, 0, program.count(), structure(program), notes=self.origin)
         if check is not None and step0.verification.ok:
             check(step0)
         record.steps.append(step0)

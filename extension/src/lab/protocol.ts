@@ -10,7 +10,10 @@ export const TARGET = "thunderlab";
 export interface RecordRow {
   record: number; name: string; created: number; pipeline: string; steps: number; error: string | null;
   graph: number; inputs: string[]; reused: number;
+  /** where the captured graph came from (its capture step's summary); absent from older kernels */
+  origin?: Origin | null;
 }
+export interface Origin { summary: string; graph_break: boolean; resumed: boolean; recompiled: boolean }
 export interface PassInfo {
   name: string; summary: string; options: Record<string, { type: string; default: unknown }>;
   requires: string[]; last: boolean; module: string;

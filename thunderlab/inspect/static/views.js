@@ -2572,12 +2572,23 @@ after:  ${b}`)
     root.removeAttribute("data-step");
     root.replaceChildren(h("style", {}, CSS), problemsView(problems, cannot, name));
   }
+  function origin(p) {
+    const notes = readNotes(p.steps[0]?.notes);
+    if (!notes.summary) return null;
+    const brk = notes.facts.graph_break;
+    return { text: `from ${notes.summary}`, detail: typeof brk?.detail === "string" ? brk.detail : "" };
+  }
+  function originLine(p) {
+    const o = origin(p);
+    return o && h("div", { class: "tl-meta tl-origin", ...o.detail ? { title: o.detail } : {} }, o.text);
+  }
   function header(p, opts) {
     const err = [p.error, opts.error].filter(Boolean).join("\n");
     return h(
       "div",
       { class: "tl-header" },
       h("h2", {}, p.name),
+      originLine(p),
       h("div", { class: "tl-meta" }, inputsLine(p)),
       h("div", { class: "tl-meta" }, `pipeline: ${p.pipeline} · total ${ms(p.compile_seconds)} ms · ${p.steps.length} steps`),
       h("div", { class: "tl-status" }, opts.status ?? ""),

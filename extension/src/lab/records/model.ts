@@ -1,6 +1,6 @@
 // The kernel's compile records as the sidebar lists them: newest first, filtered by name, in pages.
 import { Signal, type ISignal } from "@lumino/signaling";
-import type { RecordRow } from "../protocol";
+import type { Origin, RecordRow } from "../protocol";
 
 export const PAGE = 50;
 
@@ -11,6 +11,18 @@ export function visibleRows(rows: RecordRow[], filter: string, page: number, siz
   const pages = Math.max(1, Math.ceil(all.length / size));
   const p = Math.max(0, Math.min(page, pages - 1));
   return { rows: all.slice(p * size, (p + 1) * size), total: all.length, pages };
+}
+
+/** What made a record's graph, in a word or two for its row ("" for a whole function captured once):
+ *  TorchDynamo compiled the function again, or the graph ends at a graph break, or resumes after one. */
+export function originTag(o: Origin | null | undefined): string {
+  if (!o) return "";
+  const tags: string[] = [];
+  if (o.recompiled) tags.push("compiled again");
+  if (o.resumed && o.graph_break) tags.push("between graph breaks");
+  else if (o.resumed) tags.push("after a graph break");
+  else if (o.graph_break) tags.push("up to a graph break");
+  return tags.join(", ");
 }
 
 export class RecordsModel {

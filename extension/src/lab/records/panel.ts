@@ -3,6 +3,7 @@ import { PanelWithToolbar, ToolbarButton, refreshIcon } from "@jupyterlab/ui-com
 import { Widget } from "@lumino/widgets";
 import { h } from "../../dom";
 import type { IThunderlabSidebar } from "../tokens";
+import { originTag } from "./model";
 
 function age(created: number): string {
   const s = Math.max(0, Date.now() / 1000 - created);
@@ -28,6 +29,7 @@ export class RecordsBody extends Widget {
       const li = h("li", { class: `tl-record${r.record === m.selected ? " tl-selected" : ""}`, role: "option", "data-record": r.record, tabindex: 0 },
         h("span", { class: "tl-record-name" }, r.name),
         h("span", { class: "tl-record-meta" }, `#${r.record} · graph ${r.graph} · ${r.steps - 1} passes · ${age(r.created)}`),
+        originTag(r.origin) ? h("span", { class: "tl-record-origin", title: r.origin!.summary }, originTag(r.origin)) : null,
         r.error ? h("span", { class: "tl-record-error", title: r.error }, "failed") : null,
         h("span", { class: "tl-record-pipeline", title: r.pipeline }, r.pipeline));
       li.addEventListener("click", () => m.select(r.record));
