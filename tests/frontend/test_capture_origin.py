@@ -82,8 +82,10 @@ def test_torch_compile_with_the_thunderlab_backend_says_it_too():
     compiled = torch.compile(model, backend="thunderlab")
     x = torch.randn(2, 8)
     torch.testing.assert_close(compiled(x), model(x))
-    notes = _notes(thunderlab.records()[-1])
+    record = thunderlab.records()[-1]
+    notes = _notes(record)
     assert (notes["function"], notes["line"]) == ("forward", _line(Block.forward, "def forward")), notes.facts
+    assert record.name.split("[")[0] == "forward"  # the registered backend names a graph after its function
     assert notes.summary == f"TorchDynamo frame {notes['compile_id']}: forward (test_capture_origin.py:{notes['line']})"
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import io
 import math
+import time
 
 import pytest
 import torch
@@ -279,6 +280,41 @@ def test_hugging_face_gpt2_with_padding_mask_and_labels_matches_eager():
             o.zero_grad(set_to_none=True)
             losses.append(loss.item())
         assert losses[1] == pytest.approx(losses[0], rel=1e-4, abs=1e-5)
+    assert_close_params(ref, model, atol=1e-5, rtol=1e-4)
+
+
+def test_hugging_face_trainer_with_the_thunderlab_backend_matches_eager(tmp_path):
+    # transformers' documented way to bring a compiler of one's own: TrainingArguments(torch_compile_backend=...)
+    # takes only the backends accelerate knows, so the model goes to the Trainer compiled; a compiled module's
+    # forward takes (*args, **kwargs), so the Trainer must keep the dataset's columns (remove_unused_columns=False)
+    pytest.importorskip("accelerate")
+    from transformers import Trainer, TrainingArguments
+
+    from thunderlab.examples import gpt2_from_config
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self):
+            return 24
+
+        def __getitem__(self, i):
+            ids = torch.randint(0, 64, (12,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids}
+
+    def train(model, out):
+        args = TrainingArguments(output_dir=str(tmp_path / out), per_device_train_batch_size=4, max_steps=6,
+                                 learning_rate=1e-3, warmup_steps=2, max_grad_norm=1.0, logging_steps=1, seed=0,
+                                 use_cpu=True, report_to=[], save_strategy="no", remove_unused_columns=False,
+                                 dataloader_num_workers=0, disable_tqdm=True)
+        trainer = Trainer(model=model, args=args, train_dataset=Tokens())
+        trainer.train()
+        return [h["loss"] for h in trainer.state.log_history if "loss" in h]
+
+    model = gpt2_from_config(n_layer=2, n_embd=32, n_head=2, vocab_size=64).train()  # no dropout
+    ref = copy.deepcopy(model)
+    start = time.time()
+    losses = train(torch.compile(model, backend="thunderlab"), "compiled")
+    assert any(r.created >= start for r in thunderlab.records())  # thunderlab compiled the model's graphs
+    assert losses == pytest.approx(train(ref, "eager"), rel=1e-4, abs=1e-5)
     assert_close_params(ref, model, atol=1e-5, rtol=1e-4)
 
 

@@ -43,9 +43,12 @@ class Backend:
         except Exception as e:  # an optimization of guards only: the compile goes on with Dynamo's own
             warnings.warn(f"thunderlab: config guards left as TorchDynamo made them ({e!r})", stacklevel=2)
         index = next(_graph_ids)
-        name = self.name or getattr(gm, "_thunderlab_name", None) or f"graph{index}"
-        if self.graphs:
-            name = f"{name}[{len(self.graphs)}]"
+        notes = origin(gm)
+        # jit's graphs are named after its function; the registered backend's after the function captured
+        name = self.name or notes.get("function") or f"graph{index}"
+        taken = sum(1 for g in self.graphs if g.name == name or g.name.startswith(f"{name}["))
+        if taken:
+            name = f"{name}[{taken}]"
         why = _runs_as_captured(gm)
         if why is not None:
             self.eager.append((name, why))
@@ -54,7 +57,7 @@ class Backend:
         values = value_inputs(gm)
         graph = CompiledGraph(_Capture(gm), self.options, name=name, graph_index=index,
                               eager=gm.forward, static=not values and _static(gm), value_inputs=values,
-                              origin=origin(gm))
+                              origin=notes)
         self.graphs.append(graph)
         return graph
 
