@@ -191,8 +191,9 @@ def origin(gm: torch.fx.GraphModule) -> Notes:
     try:
         from torch._dynamo.utils import get_metrics_context
 
-        again = getattr(get_metrics_context(), "_metrics", {}).get("recompile_reason")
-    except ImportError:
+        metrics = get_metrics_context()  # what it holds outside a compile is the last compile's
+        again = metrics._metrics.get("recompile_reason") if metrics.in_progress() else None
+    except (ImportError, AttributeError):
         again = None
     if again:
         facts["recompiled_because"] = str(again)
