@@ -6,7 +6,9 @@ whose guards fail (another input size) compiles again.
 """
 import inspect
 import re
+import time
 
+import pytest
 import torch
 
 import thunderlab
@@ -84,9 +86,10 @@ def test_torch_compile_with_the_thunderlab_backend_says_it_too():
     torch.testing.assert_close(compiled(x), model(x))
     record = thunderlab.records()[-1]
     notes = _notes(record)
-    assert (notes["function"], notes["line"]) == ("forward", _line(Block.forward, "def forward")), notes.facts
-    assert record.name.split("[")[0] == "forward"  # the registered backend names a graph after its function
-    assert notes.summary == f"TorchDynamo frame {notes['compile_id']}: forward (test_capture_origin.py:{notes['line']})"
+    line = _line(Block.forward, "def forward")
+    assert (notes["module"], notes["function"], notes["line"]) == ("Block", "forward", line), notes.facts
+    assert record.name.split("[")[0] == "Block"  # the registered backend names a graph after its module
+    assert notes.summary == f"TorchDynamo frame {notes['compile_id']}: Block.forward (test_capture_origin.py:{line})"
 
 
 def test_a_module_whose_forward_is_torchs_own_is_named_by_its_frame_alone():
@@ -105,3 +108,25 @@ def test_a_saved_record_keeps_where_its_graph_came_from(tmp_path):
     loaded = thunderlab.load(thunderlab.save(record, tmp_path / "resumed.thunderlab.json"))
     assert _notes(loaded).summary == _notes(record).summary
     assert _notes(loaded)["resumes_after_line"] == _notes(record)["resumes_after_line"]
+
+
+def test_a_hugging_face_models_loss_stays_in_its_graph_under_the_registered_backend():
+    # GPT-2's loss_function warns once (transformers' Logger.warning_once) about its loss_type: TorchDynamo cannot
+    # trace a logging call and breaks the graph there, unless the capture leaves the once-only warning out, as every
+    # thunderlab capture does (thunderlab.jit's and the registered backend's alike)
+    pytest.importorskip("transformers")
+    from thunderlab.examples import gpt2_from_config
+
+    model = gpt2_from_config(n_layer=1, n_embd=32, n_head=2, vocab_size=64).train()
+    ids = torch.randint(0, 64, (2, 12), generator=torch.Generator().manual_seed(0))
+    start = time.time()
+    out = torch.compile(model, backend="thunderlab")(input_ids=ids, labels=ids)
+    torch.testing.assert_close(out.loss, model(input_ids=ids, labels=ids).loss)
+    [record] = [r for r in thunderlab.records() if r.created >= start]
+    notes = _notes(record)
+    assert "graph_break" not in notes and notes["module"] == "GPT2LMHeadModel", notes.summary
+    assert record.name == "GPT2LMHeadModel"
+    # other backends' captures are TorchDynamo's as they were: the warning still breaks the graph there
+    graphs = []
+    torch.compile(model, backend=lambda gm, ex: graphs.append(gm) or gm.forward)(input_ids=ids, labels=ids)
+    assert len(graphs) == 2

@@ -45,7 +45,7 @@ class Backend:
         index = next(_graph_ids)
         notes = origin(gm)
         # jit's graphs are named after its function; the registered backend's after the function captured
-        name = self.name or notes.get("function") or f"graph{index}"
+        name = self.name or notes.get("module") or notes.get("function") or f"graph{index}"
         taken = sum(1 for g in self.graphs if g.name == name or g.name.startswith(f"{name}["))
         if taken:
             name = f"{name}[{taken}]"
@@ -137,11 +137,13 @@ def through_dynamo(compiled: Callable, args: tuple, kwargs: dict):
     head on every call with labels (the loss it picks by default), so its loss would be cut off from the
     model's graph. A once-only warning says nothing a result depends on, so thunderlab's captures leave it
     out (it is not printed from captured code); other logging calls still break the graph, as in
-    ``torch.compile``. Only the calls made here do so: Dynamo's setting is restored on return.
+    ``torch.compile``. Only the calls made here do so: Dynamo's setting is restored on return. Where
+    ``once_warnings_left_out`` is in place, every thunderlab capture (the registered backend's too) leaves them
+    out already, and this calls ``compiled`` as it is.
     """
     once = getattr(logging.Logger, "warning_once", None)  # present once transformers is imported
     ignored = torch._dynamo.config.ignore_logging_functions
-    if once is None or once in ignored:
+    if once is None or once in ignored or _ONCE_LEFT_OUT:
         return compiled(*args, **kwargs)
     ignored.add(once)
     try:
@@ -167,9 +169,13 @@ def origin(gm: torch.fx.GraphModule) -> Notes:
     try:
         from torch._dynamo.symbolic_convert import tls
 
-        code = tls.current_tx.f_code
+        tx = tls.current_tx
+        code = tx.f_code
     except (ImportError, AttributeError):
-        code = None
+        tx = code = None
+    module = (getattr(tx, "f_locals", None) or {}).get("self")  # the frame's own locals: the objects it was called with
+    if isinstance(module, torch.nn.Module):  # a module's method (or a decorator's wrapper of one, as transformers')
+        facts["module"] = type(module).__name__
     # a module whose forward is torch's own (nn.Sequential) is captured through a wrapper of TorchDynamo's: no user
     # function to name
     if code is not None and not code.co_filename.startswith(_TORCH_DIR):
@@ -201,16 +207,16 @@ def origin(gm: torch.fx.GraphModule) -> Notes:
 
 
 def _origin_summary(facts: dict) -> str:
-    """The capture step's notes in one line: "TorchDynamo frame 1/0: f from line 16 on, after a graph break
-    (model.py); ends at a graph break at model.py:17 `if n.sum() > 0:` (generic_jump TensorVariable())"."""
+    """The capture step's notes in one line: "TorchDynamo frame 1/0: Gate.forward from line 16 on, after a graph
+    break (model.py); ends at a graph break at model.py:17 `if n.sum() > 0:` (generic_jump TensorVariable())"."""
     if not facts:
         return ""
     head = f"TorchDynamo frame {facts.get('compile_id', '?')}"
+    function = f"{facts['module']}.{facts.get('function')}" if "module" in facts else facts.get("function")
     if "resumes_after_line" in facts:
-        head += (f": {facts['function']} from line {facts['resumes_after_line']} on, after a graph break "
-                 f"({facts['file']})")
+        head += f": {function} from line {facts['resumes_after_line']} on, after a graph break ({facts['file']})"
     elif "function" in facts:
-        head += f": {facts['function']} ({facts['file']}:{facts['line']})"
+        head += f": {function} ({facts['file']}:{facts['line']})"
     parts = [head]
     brk = facts.get("graph_break")
     if brk:
@@ -268,6 +274,42 @@ def register() -> None:
     if "thunderlab" not in _BACKENDS:
         register_backend(thunderlab_backend, name="thunderlab")
     lean_line_headers()
+    once_warnings_left_out()
+
+
+_ONCE_LEFT_OUT = False
+
+
+def once_warnings_left_out() -> bool:
+    """Leave transformers' once-only warnings (``Logger.warning_once``) out of thunderlab's captures, those of the
+    registered backend (``torch.compile(model, backend="thunderlab")``) included, as ``through_dynamo`` does for
+    ``thunderlab.jit``'s: a Hugging Face model's loss (``self.loss_function`` warns once about its ``loss_type``)
+    then stays in the model's graph rather than after a graph break. TorchDynamo asks its logger variable what a
+    logging call does; for thunderlab's captures a ``warning_once`` does nothing, and every other logging call,
+    and every call in other backends' captures, goes to TorchDynamo as before. Returns whether the change is in
+    place (False where this torch lays TorchDynamo out otherwise: ``thunderlab.jit`` still leaves them out).
+    """
+    global _ONCE_LEFT_OUT
+    try:
+        from torch._dynamo import variables
+        from torch._dynamo.variables import misc
+    except ImportError:
+        return False
+    cls = getattr(misc, "LoggingLoggerVariable", None)
+    made = getattr(cls, "call_method", None)
+    if made is None or not hasattr(variables, "ConstantVariable"):
+        return False
+    if not getattr(made, "thunderlab_once", False):
+        def call_method(self, tx, name, args, kwargs):
+            if name == "warning_once" and _ours(getattr(getattr(tx, "output", None), "compiler_fn", None)):
+                return variables.ConstantVariable.create(None)
+            return made(self, tx, name, args, kwargs)
+
+        call_method.thunderlab_once = True
+        call_method.__wrapped__ = made
+        cls.call_method = call_method
+    _ONCE_LEFT_OUT = True
+    return True
 
 
 def _ours(compiler_fn) -> bool:
