@@ -51,6 +51,8 @@ def test_graph_breaks_are_named_where_they_are_and_the_code_after_them_says_wher
     c = _notes(third)
     assert c["resumes_after_line"] == branch and "graph_break" not in c  # it runs to the return
     assert "recompiled_because" not in a and "recompiled_because" not in c
+    info = j.cache_info
+    assert (info["graphs"], info["graph_breaks"], info["recompiles"]) == (3, 2, 0), info
 
 
 def test_a_function_compiled_again_says_which_guard_failed():
@@ -68,6 +70,7 @@ def test_a_function_compiled_again_says_which_guard_failed():
         notes["recompiled_because"], notes.facts
     assert f"compiled again: frame {frame}/0's guard failed (" in notes.summary
     assert "graph_break" not in notes and "graph break" not in notes.summary
+    assert (j.cache_info["graphs"], j.cache_info["graph_breaks"], j.cache_info["recompiles"]) == (2, 0, 1)
 
 
 class Block(torch.nn.Module):
