@@ -128,7 +128,7 @@ def test_a_hugging_face_models_loss_stays_in_its_graph_under_the_registered_back
     [record] = [r for r in thunderlab.records() if r.created >= start]
     notes = _notes(record)
     assert "graph_break" not in notes and notes["module"] == "GPT2LMHeadModel", notes.summary
-    assert record.name == "GPT2LMHeadModel"
+    assert record.name.split("[")[0] == "GPT2LMHeadModel"  # [n] after the process's earlier GPT-2 graphs
     # other backends' captures are TorchDynamo's as they were: the warning still breaks the graph there
     graphs = []
     torch.compile(model, backend=lambda gm, ex: graphs.append(gm) or gm.forward)(input_ids=ids, labels=ids)

@@ -314,7 +314,8 @@ def test_hugging_face_trainer_with_the_thunderlab_backend_matches_eager(tmp_path
     start = time.time()
     losses = train(torch.compile(model, backend="thunderlab"), "compiled")
     # thunderlab compiled the model and its loss as one graph (the loss's once-only warning left out of it)
-    assert [r.name for r in thunderlab.records() if r.created >= start] == ["GPT2LMHeadModel"]
+    # (the registered backend is one for the process: an earlier GPT-2's graphs make this one GPT2LMHeadModel[n])
+    assert [r.name.split("[")[0] for r in thunderlab.records() if r.created >= start] == ["GPT2LMHeadModel"]
     assert losses == pytest.approx(train(ref, "eager"), rel=1e-4, abs=1e-5)
     assert_close_params(ref, model, atol=1e-5, rtol=1e-4)
 
