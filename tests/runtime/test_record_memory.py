@@ -161,6 +161,21 @@ def test_a_dropped_functions_record_lets_go_of_its_programs_and_still_reads_the_
     del keep
 
 
+def test_the_sidebars_list_of_records_reads_packed_records_without_unpacking_them(two_recent):
+    from thunderlab.jupyter.comm import _row
+
+    x = torch.randn(4, 8)
+    j, _, record = _compiled_record(lambda a: (a.cos() + 1).sum(), x)
+    row = _row(0, record)
+    keep = _others(2)
+    assert record.packed
+    packed_row = _row(0, record)
+    assert record.packed  # still: a row needs the step count and where the graph came from, kept beside the block
+    assert packed_row == row and row["steps"] == len(record.steps) and row["origin"]["summary"].startswith(
+        "TorchDynamo frame ")
+    del j, keep
+
+
 def test_a_packed_record_shares_steps_and_symbols_as_before(two_recent):
     def f(a, b):
         return (a @ b).relu() + 2  # dce and cse change nothing: their steps share capture's program

@@ -44,7 +44,7 @@ class Backend:
             warnings.warn(f"thunderlab: config guards left as TorchDynamo made them ({e!r})", stacklevel=2)
         index = next(_graph_ids)
         notes = origin(gm)
-        # jit's graphs are named after its function; the registered backend's after the function captured
+        # jit's graphs are named after its function; the registered backend's after the module or function captured
         name = self.name or notes.get("module") or notes.get("function") or f"graph{index}"
         taken = sum(1 for g in self.graphs if g.name == name or g.name.startswith(f"{name}["))
         if taken:

@@ -93,7 +93,7 @@ class _Unpacker(pickle.Unpickler):
 class Packed:
     """Steps as one compressed block and the objects they refer to (see the module's docstring)."""
 
-    __slots__ = ("data", "refs", "count")
+    __slots__ = ("data", "refs", "count", "origin")
 
     def __init__(self, steps: list):
         out = io.BytesIO()
@@ -101,7 +101,10 @@ class Packed:
         packer.dump(steps)
         self.data = zlib.compress(out.getvalue(), 1)
         self.refs = tuple(packer.refs)
+        # what lists of records show without unpacking: how many steps, and the capture step's notes (a small frozen
+        # value, the one its graph holds)
         self.count = len(steps)
+        self.origin = steps[0].notes if steps else None
 
     def unpack(self) -> list:
         return _Unpacker(zlib.decompress(self.data), self.refs).load()

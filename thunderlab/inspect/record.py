@@ -149,6 +149,19 @@ class CompileRecord:
         return self._packed is not None
 
     @property
+    def step_count(self) -> int:
+        """How many steps the record has, without unpacking them."""
+        return self._packed.count if self._packed is not None else len(self.steps)
+
+    @property
+    def origin(self) -> Notes | None:
+        """The capture step's notes (where its graph came from), without unpacking the steps; None with no step."""
+        if self._packed is not None:
+            return self._packed.origin
+        steps = self.steps
+        return steps[0].notes if steps else None
+
+    @property
     def loaded(self) -> bool:
         """Whether this record was read from a file: it has its steps' text, graphs and diffs, but no running code."""
         return self.document is not None
@@ -252,7 +265,7 @@ class CompileRecord:
         return "\n".join(rows)
 
     def __repr__(self) -> str:
-        count = self._packed.count if self._packed is not None else len(self.steps)  # not unpacked to be shown
+        count = self.step_count  # not unpacked to be shown
         status = f"error: {self.error.splitlines()[0]}" if self.error else f"{count} steps"
         return f"<CompileRecord {self.name} [{self.pipeline}] {status}>"
 

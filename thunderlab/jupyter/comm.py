@@ -24,7 +24,7 @@ PUSH_EVERY_S = 0.25  # at most four timing updates a second
 
 
 def _row(i: int, r) -> dict:
-    return {"record": i, "name": r.name, "created": r.created, "pipeline": r.pipeline, "steps": len(r.steps),
+    return {"record": i, "name": r.name, "created": r.created, "pipeline": r.pipeline, "steps": r.step_count,
             "error": r.error, "graph": r.graph_index, "inputs": list(r.inputs), "reused": r.reused,
             "origin": _origin(r)}
 
@@ -32,7 +32,7 @@ def _row(i: int, r) -> dict:
 def _origin(r) -> dict | None:
     """Where the record's graph came from, for its row: the capture step's summary and what made the graph (it ends
     at a graph break, resumes after one, was compiled again); None when the capture step says nothing of it."""
-    notes = r.steps[0].notes if r.steps else None
+    notes = r.origin  # read without unpacking a packed record's steps: a list of records reads every row
     if notes is None or not notes.summary:
         return None
     return {"summary": notes.summary, "graph_break": "graph_break" in notes, "resumed": "resumes_after_line" in notes,
