@@ -4,8 +4,8 @@ Runs JupyterLab with temporary config/data/runtime dirs and this checkout's buil
 runs every cell in Debian's headless Chromium, selects a pass and saves the sidebar at about 500 px wide.
 The notebook is notebooks/sidebar.ipynb (a nanoGPT block), or with --gpt2 a GPT-2 (4 layers, or --layers) (Hugging Face
 architecture, random weights) compiled for training and trained for a few steps.
-  .venv/bin/python docs/sidebar_screenshot.py --gpt2 --step 6 --view Diff docs/sidebar.png
-  .venv/bin/python docs/sidebar_screenshot.py --gpt2 --dark --step 4 --view "What it did" docs/sidebar-dark.png
+  .venv/bin/python docs/sidebar_screenshot.py --gpt2 --step 7 --view Diff docs/sidebar.png
+  .venv/bin/python docs/sidebar_screenshot.py --gpt2 --dark --step 5 --view "What it did" docs/sidebar-dark.png
   .venv/bin/python docs/sidebar_screenshot.py --gpt2 --layers 12 --step 4 --view Graph /tmp/gpt2-12-graph.png
 With --ddp the notebook kernel is rank 0 of a two-process gloo job (a second Python process is rank 1) training the
 nanoGPT block with thunderlab.distributed.ddp and timing on; the shot shows the backward's graph, collectives coloured,
@@ -56,7 +56,7 @@ GPT2_CELLS = [
     "train_step = thunderlab.jit(model, timing=True)\n"
     "opt = torch.optim.SGD(model.parameters(), lr=1e-3)\n"
     "tokens = torch.randint(0, 128, (2, 16))",
-    "for _ in range(30):  # the sidebar's timings grow as this runs\n"
+    "for _ in range(80):  # the sidebar's timings grow as this runs\n"
     "    loss = train_step(tokens).logits.float().logsumexp(-1).mean()\n"
     "    loss.backward()\n    opt.step()\n    opt.zero_grad()",
 ]
@@ -119,7 +119,7 @@ try:
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=shutil.which("chromium"),
                               args=["--no-sandbox", "--disable-gpu", "--headless"])
-        page = b.new_page(viewport={"width": 1400, "height": 1680 if a.ddp else 1100})
+        page = b.new_page(viewport={"width": 1400, "height": 1680 if a.ddp else 1400})
         page.set_default_timeout(600_000)
         page.goto(f"http://127.0.0.1:{port}/lab/tree/sidebar.ipynb")
         page.wait_for_function("window.jupyterapp && window.jupyterapp.started")

@@ -52,3 +52,24 @@ def test_thunderlab_profile_keeps_each_records_share_and_the_payload_carries_it(
     bad = {**payload, "kernels": {"testfuse0": [{"name": "aten::sin", "count": "1"}]}}
     with pytest.raises(jsonschema.ValidationError):
         validate(bad)
+
+
+def test_thunderlabs_own_operators_are_kernels_of_the_region_that_calls_them_not_regions():
+    # the gemm pass puts linear layers on thunderlab::onednn_linear where oneDNN wins on this CPU: the profiler names
+    # that operator's events "thunderlab::onednn_linear", and the profile files it as a kernel of its region
+    import thunderlab.executors.gemm  # noqa: F401  (defines the thunderlab:: operators)
+    from thunderlab.executors.region import REGION_MARK
+    from thunderlab.runtime.compiled import RECORD_MARK
+    from thunderlab.runtime.profile import profile_records
+
+    x, w, b = torch.randn(8, 16), torch.randn(32, 16), torch.randn(32)
+
+    def program():
+        with torch.profiler.record_function(f"{RECORD_MARK}7"):
+            with torch.profiler.record_function(f"{REGION_MARK}inductor0"):
+                return torch.ops.thunderlab.onednn_linear_strided(x, w, b)
+
+    out, by_record = profile_records(program)
+    torch.testing.assert_close(out, torch.nn.functional.linear(x, w, b), rtol=1e-5, atol=1e-5)
+    assert set(by_record) == {7} and set(by_record[7]) == {"inductor0"}, by_record
+    assert "thunderlab::onednn_linear_strided" in {k["name"] for k in by_record[7]["inductor0"]}

@@ -27,6 +27,10 @@ from .generators import leaving_generators_alone
 _pool: ThreadPoolExecutor | None = None
 # set by thunderlab.profile: each region call is then marked for the torch profiler
 PROFILING = threading.Event()
+# the profiler mark around a region's call (``thunderlab.runtime.profile`` files the kernels under it by region);
+# not ``thunderlab::``, the namespace of thunderlab's own operators (``thunderlab::onednn_linear``), whose profiler
+# events carry their names
+REGION_MARK = "thunderlab.region::"
 # called with a region runner after each timed call (the JupyterLab sidebar streams timings from here)
 TIMING_LISTENERS = Listeners("a region call timed")
 _pool_lock = threading.Lock()
@@ -364,7 +368,7 @@ class RegionRunner:
 
     def _run(self, args):
         if PROFILING.is_set():
-            with torch.profiler.record_function(f"thunderlab::{self.name}"):
+            with torch.profiler.record_function(f"{REGION_MARK}{self.name}"):
                 return self._timed(args) if self.timing else self.fn(*args)
         if not self.timing:
             return self.fn(*args)
@@ -394,7 +398,7 @@ class RegionRunner:
         fn = self.versions.get(version)
         if fn is None:  # released meanwhile
             return self._run(args)
-        with (torch.profiler.record_function(f"thunderlab::{self.name}") if PROFILING.is_set()
+        with (torch.profiler.record_function(f"{REGION_MARK}{self.name}") if PROFILING.is_set()
               else contextlib.nullcontext()):
             if self._cuda:
                 # events are read once they complete, at a later call: a race call never waits for the GPU

@@ -5,13 +5,12 @@ import torch
 from torch.profiler import ProfilerActivity
 from torch.profiler import profile as torch_profile
 
-from thunderlab.executors.region import PROFILING
+from thunderlab.executors.region import PROFILING, REGION_MARK
 from thunderlab.inspect.record import CompileRecord
 
 from .compiled import RECORD_MARK, program_runner
 from .session import GONE, live
 
-REGION_MARK = "thunderlab::"
 OUTSIDE = "(outside regions)"
 
 
