@@ -5,6 +5,8 @@ convolution on an NHWC input returns NHWC, pointwise ops and batch norm keep it,
 tensor to flat sizes fails where ``reshape`` copies, and a model's outputs and gradients keep the
 layouts eager gives them.
 """
+import json
+
 import pytest
 import torch
 import torch.nn as nn
@@ -277,3 +279,44 @@ def test_bf16_autocast_training_is_as_close_to_float64_as_eager():
         return ((g.double() - want).norm() / want.norm()).item()
 
     assert distance(got) <= 1.5 * distance(grads(eager, eager, x)) + 1e-6
+
+
+def test_a_program_timed_once_is_decided_from_its_kept_times_here_and_in_a_later_process(monkeypatch, tmp_path):
+    from thunderlab.passes import layout
+
+    monkeypatch.setattr(layout, "cache_folder", lambda name: tmp_path / name)  # a cache folder of this test's own
+    monkeypatch.setattr(layout, "_TIMES", {})
+    timed = []
+    seconds = layout._seconds
+    monkeypatch.setattr(layout, "_seconds", lambda trace, inputs: timed.append(1) or seconds(trace, inputs))
+    pipeline = PIPELINE.replace("{when=always}", "")
+    x = torch.randn(2, 3, 16, 16, requires_grad=True)
+
+    def compile_once():
+        model, ref = _pair(Dense)
+        j = thunderlab.jit(model, pipeline=pipeline)
+        for o, r in zip(j(x), ref(x)):
+            torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-5)
+        return _step(thunderlab.last_record(j), "channels-last").notes
+
+    first = compile_once()
+    assert len(timed) == 2 and not first.get("recalled")  # both layouts timed, the times kept
+    [kept] = (tmp_path / "thunderlab_layout").iterdir()
+    assert json.loads(kept.read_text()) == {"nchw_ms": first["nchw_ms"], "nhwc_ms": first["nhwc_ms"]}
+    again = compile_once()  # the same program compiled again in this process: nothing runs
+    assert len(timed) == 2 and again["recalled"] and again["converted"] == first["converted"]
+    assert "times an earlier compile of this program measured" in again.summary
+    monkeypatch.setattr(layout, "_TIMES", {})  # a later process: only the file is left
+    later = compile_once()
+    assert len(timed) == 2 and later["recalled"] and (later["nchw_ms"], later["nhwc_ms"]) == (first["nchw_ms"],
+                                                                                             first["nhwc_ms"])
+    kept.write_text("{not json")  # a damaged file is timed again, and replaced
+    monkeypatch.setattr(layout, "_TIMES", {})
+    assert not compile_once().get("recalled") and len(timed) == 4
+    assert set(json.loads(kept.read_text())) == {"nchw_ms", "nhwc_ms"}
+    threads = torch.get_num_threads()  # another thread count is another measurement
+    try:
+        torch.set_num_threads(threads + 1)
+        assert not compile_once().get("recalled") and len(timed) == 6
+    finally:
+        torch.set_num_threads(threads)

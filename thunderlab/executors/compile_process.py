@@ -38,7 +38,7 @@ import time
 import torch
 
 from thunderlab.core.codegen import Printer, compile_program, default_namespace, python, symbol_module
-from thunderlab.core.files import write_atomically
+from thunderlab.core.files import cache_folder, code_identity, write_atomically
 from thunderlab.core.trace import Trace
 from thunderlab.executors import gemm
 
@@ -242,49 +242,14 @@ def answers_enabled() -> bool:
     return on and fastpaths.enabled()
 
 
-_identity: str | None = None
-
-
-def _code_identity() -> str:
-    """What else decides the module a request gets: this torch and Python, thunderlab's own code (every module of
-    the package: a region's symbols run its implementations), the environment Inductor and thunderlab read, and the
-    CPU's instruction set (the kernels are built for it)."""
-    global _identity
-    if _identity is None:
-        import hashlib
-        import platform
-
-        h = hashlib.sha256()
-        h.update(f"{torch.__version__} {sys.version} {platform.machine()}".encode())
-        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        for folder, dirs, files in sorted(os.walk(package)):
-            dirs.sort()
-            for name in sorted(f for f in files if f.endswith(".py")):
-                with open(os.path.join(folder, name), "rb") as f:
-                    h.update(name.encode() + f.read())
-        for k, v in sorted(os.environ.items()):  # the cache's own folder aside: the answers are kept in it
-            if k.startswith(("TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE", "THUNDERLAB_")) and \
-                    k != "TORCHINDUCTOR_CACHE_DIR":
-                h.update(f"{k}={v}".encode())
-        try:
-            with open("/proc/cpuinfo") as f:
-                h.update(next((line for line in f if line.startswith("flags")), "").encode())
-        except OSError:
-            pass
-        _identity = h.hexdigest()
-    return _identity
-
-
 def _answers_dir() -> str:
-    from torch._inductor.runtime.cache_dir_utils import cache_dir
-
-    return os.path.join(cache_dir(), "thunderlab_worker")
+    return str(cache_folder("thunderlab_worker"))
 
 
 def _answer_path(msg: dict) -> str:
     import hashlib
 
-    key = hashlib.sha256((_code_identity() + json.dumps(msg, sort_keys=True)).encode()).hexdigest()
+    key = hashlib.sha256((code_identity() + json.dumps(msg, sort_keys=True)).encode()).hexdigest()
     return os.path.join(_answers_dir(), key[:40] + ".json")
 
 
@@ -292,7 +257,7 @@ def _program_path(source: str) -> str:
     """Marks that a worker answered a request for this program (in some input layout)."""
     import hashlib
 
-    key = hashlib.sha256((_code_identity() + source).encode()).hexdigest()
+    key = hashlib.sha256((code_identity() + source).encode()).hexdigest()
     return os.path.join(_answers_dir(), key[:40] + ".program")
 
 
@@ -832,7 +797,7 @@ def _pick_vec_isa() -> None:
             return
         flags = isa.x86_isa_checker()
         reported = [str(v) for v in isa.supported_vec_isa_list if all(f in flags for f in str(v).split())]
-        path = os.path.join(_answers_dir(), f"vec_isa-{_code_identity()[:24]}.json")
+        path = os.path.join(_answers_dir(), f"vec_isa-{code_identity()[:24]}.json")
         try:
             with open(path) as f:
                 known = json.load(f)

@@ -33,12 +33,11 @@ import json
 import os
 import threading
 import time
-from pathlib import Path
 
 import torch
 
 from thunderlab.core import fastpaths
-from thunderlab.core.files import write_atomically
+from thunderlab.core.files import cache_folder, write_atomically
 
 MARGIN = 0.97  # oneDNN is used where its fastest call took at most this share of MKL's
 CALLS = 7  # timed calls of each library per shape (after one untimed call each)
@@ -88,10 +87,8 @@ def collecting():
 
 def _memo_path(sources: list[str]):
     """Where the products of the modules ``sources`` are kept: beside Inductor's cache, by the modules' text."""
-    from torch._inductor.runtime.cache_dir_utils import cache_dir  # Inductor's, imported when it compiles
-
     digest = hashlib.sha256("\0".join(sources).encode()).hexdigest()[:32]
-    return Path(cache_dir()) / "thunderlab_gemm" / f"{digest}.json"
+    return cache_folder("thunderlab_gemm") / f"{digest}.json"
 
 
 def remembered(sources: list[str], products: list[dict]) -> list[dict] | None:

@@ -13,7 +13,11 @@ torch.compile, which always converts on CPU, is 1.3x eager's time on EfficientNe
 the default, the pass times the program both ways before it decides: one warm-up and up to five timed runs of
 each (fewer where a step is slow, so that the timed runs take about a second), with the torch executor, forward
 and (where an input needs grad) thunderlab's backward, on random inputs of the traced shapes, and it keeps
-channels-last when its fastest run is not slower. The notes keep both times.
+channels-last when its fastest run is not slower. The notes keep both times. The two times are kept too, by the
+program's printed text, which inputs need grad, the thread count and ``code_identity`` (torch, thunderlab, the CPU),
+in this process and beside TorchInductor's cache (``thunderlab_layout``): a later compile of the same program, here
+or in a later process, decides from them without running anything (a few hundred milliseconds for a network the
+size of MobileNet v2; the notes say the times were recalled).
 ``when=always`` converts without timing. A program with a collective is not run (it would talk to the other
 processes outside their program) and keeps NCHW.
 
@@ -27,12 +31,15 @@ for a contiguous input, channels-last for a channels-last one, as eager returns 
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import time
 from dataclasses import dataclass
 
 import torch
 
+from thunderlab.core.files import cache_folder, code_identity, write_atomically
 from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import ScalarInput, TensorProxy
@@ -101,6 +108,7 @@ def channels_last_trace(trace: Trace) -> Trace:
 
 
 WHEN = ("faster", "always")
+_RECALLED = "; times an earlier compile of this program measured"
 ROUNDS = 5  # timed runs of each layout (after one warm-up run), "faster" compares their fastest
 BUDGET_S = 1.0  # fewer runs where a step is slow: the timed runs of both layouts take about this long
 _LAST = threading.local()  # this thread's last decision, for describe (a pass is a frozen value)
@@ -159,6 +167,46 @@ def _seconds(trace: Trace, inputs: list) -> float:
     return min(times)  # the least disturbed run: noise on a shared machine only adds time
 
 
+_TIMES: dict[str, dict] = {}  # by ``_key``: the two times a compile in this process measured or read
+_TIMES_LOCK = threading.Lock()
+
+
+def _key(trace: Trace) -> str:
+    """What the two times depend on: the program (its printed text, with every value's shape and dtype), which
+    inputs need grad (whether the backward runs), the thread count, and ``code_identity``."""
+    grads = "".join("1" if isinstance(p, TensorProxy) and p.requires_grad else "0" for p in trace.inputs)
+    text = "\0".join((trace.python(source=False), grads, str(torch.get_num_threads()), code_identity()))
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
+
+
+def _recalled(key: str) -> dict | None:
+    """The times kept for ``key``, in this process or beside Inductor's cache, or None."""
+    with _TIMES_LOCK:
+        known = _TIMES.get(key)
+    if known is not None:
+        return known
+    try:
+        known = json.loads((cache_folder("thunderlab_layout") / f"{key}.json").read_text())
+    except (OSError, ValueError, ImportError):  # none kept, or a file that cannot be read: time again
+        return None
+    if not (isinstance(known, dict) and all(isinstance(known.get(k), (int, float)) for k in ("nchw_ms", "nhwc_ms"))):
+        return None
+    with _TIMES_LOCK:
+        _TIMES[key] = known
+    return known
+
+
+def _keep(key: str, times: dict) -> None:
+    with _TIMES_LOCK:
+        _TIMES[key] = times
+    try:
+        folder = cache_folder("thunderlab_layout")
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomically(folder / f"{key}.json", json.dumps(times))
+    except (OSError, ImportError):  # a cache folder that cannot be written: this process still remembers
+        pass
+
+
 def untimed(pipeline: str) -> str:
     """``pipeline`` with each channels-last pass set to ``when=always``: the same program in every process of a
     distributed job (each would time its own runs, and two could decide apart)."""
@@ -208,6 +256,11 @@ class ChannelsLast(Pass):
         if talks is not None:  # a run here would exchange data with the other processes, outside their program
             measured["error"] = f"{talks} is a collective: the program is not run to be timed"
             return program
+        key = _key(program.forward)
+        known = _recalled(key)
+        if known is not None:  # timed by an earlier compile of this program, here or in an earlier process
+            measured.update(nchw_ms=known["nchw_ms"], nhwc_ms=known["nhwc_ms"], recalled=True)
+            return program.with_traces({"forward": converted}) if known["nhwc_ms"] <= known["nchw_ms"] else program
         try:  # the generators are restored afterwards: the timing runs draw no number the caller would see
             with torch.random.fork_rng(devices=[]):
                 inputs = _random_inputs(program.forward)
@@ -216,6 +269,7 @@ class ChannelsLast(Pass):
             measured["error"] = f"{type(e).__name__}: {str(e)[:200]}"
             return program
         measured.update(nchw_ms=round(nchw * 1e3, 3), nhwc_ms=round(nhwc * 1e3, 3))
+        _keep(key, {"nchw_ms": measured["nchw_ms"], "nhwc_ms": measured["nhwc_ms"]})
         return program.with_traces({"forward": converted}) if nhwc <= nchw else program
 
     def describe(self, before: Program, after: Program) -> Notes:
@@ -238,12 +292,14 @@ class ChannelsLast(Pass):
                          {**facts, "converted": 0})
         if not made:
             return Notes(f"kept NCHW: a step took {measured['nhwc_ms']:.3g} ms in channels-last, "
-                         f"{measured['nchw_ms']:.3g} ms in NCHW", {**facts, "converted": 0})
+                         f"{measured['nchw_ms']:.3g} ms in NCHW{_RECALLED * bool(measured.get('recalled'))}",
+                         {**facts, "converted": 0})
         parts = [f"{to_nhwc} input{'s' if to_nhwc != 1 else ''} converted"]
         if back:
             parts.append(f"{back} 4-D output{'s' if back != 1 else ''} returned in the caller's layout")
         if reshapes:
             parts.append(f"{reshapes} view{'s' if reshapes != 1 else ''} turned into reshape")
-        timing = f" ({measured['nhwc_ms']:.3g} ms a step, NCHW {measured['nchw_ms']:.3g} ms)" if measured else ""
+        timing = (f" ({measured['nhwc_ms']:.3g} ms a step, NCHW {measured['nchw_ms']:.3g} ms"
+                  f"{_RECALLED * bool(measured.get('recalled'))})" if measured else "")
         return Notes(f"{convs} convolution{'s' if convs != 1 else ''} run channels-last: {', '.join(parts)}{timing}",
                      {**facts, "converted": to_nhwc, "outputs_in_callers_layout": back, "views_to_reshape": reshapes})
