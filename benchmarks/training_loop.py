@@ -3,7 +3,10 @@
 The loop is nanoGPT's (tests/training/test_loops.py: TinyGPT, AdamW with weight decay, warmup then cosine
 learning rate, gradient clipping at 1.0, dropout 0.1), 45 steps of one batch each, one torch thread. Two cases:
   * fixed    every batch has the longest sequence length;
-  * varying  three sequence lengths in turn (each compiler sees three shapes).
+  * varying  three sequence lengths in turn (each compiler sees three shapes);
+  * evaluated  the longest length, every tenth batch of 3 sequences instead of 8 (a dataset's smaller last batch)
+             and after it an evaluation of the first batch (model.eval(), torch.no_grad(), then model.train()):
+             each compiler meets a new batch size and a new grad mode, and the step's time includes the evaluation.
 Variants, each in a fresh process of its own (so every compile, import and worker start is counted), all sharing
 one TORCHINDUCTOR_CACHE_DIR (--cache-dir; Inductor's on-disk cache, warm after the first run that fills it):
   * eager            the module itself;
@@ -48,13 +51,16 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VARIANTS = ("eager", "jit", "tc_thunderlab", "jit_untiered", "tc_inductor")
-CASES = {"fixed": (64,), "varying": (32, 48, 64)}
+CASES = {"fixed": (64,), "varying": (32, 48, 64), "evaluated": (64,)}
+EVALUATE_EVERY = 10  # the "evaluated" case: every tenth batch is SMALL_BATCH sequences, and an evaluation follows it
+SMALL_BATCH = 3
 MODEL = dict(vocab=128, n_embd=64, n_head=4, n_layer=2, block=64, dropout=0.1)
 BATCH = 8
 
 
-def run_one(variant: str, lengths: tuple[int, ...], steps: int, wait: float) -> dict:
+def run_one(variant: str, case: str, steps: int, wait: float) -> dict:
     """One loop in this process (called in a fresh process by ``main``)."""
+    lengths, evaluated = CASES[case], case == "evaluated"
     import torch
 
     torch.set_num_threads(1)
@@ -74,8 +80,9 @@ def run_one(variant: str, lengths: tuple[int, ...], steps: int, wait: float) -> 
     data = []
     for s in range(steps):
         t = lengths[s % len(lengths)]
-        data.append((torch.randint(0, MODEL["vocab"], (BATCH, t), generator=g),
-                     torch.randint(0, MODEL["vocab"], (BATCH, t), generator=g)))
+        b = SMALL_BATCH if evaluated and s % EVALUATE_EVERY == EVALUATE_EVERY - 1 else BATCH
+        data.append((torch.randint(0, MODEL["vocab"], (b, t), generator=g),
+                     torch.randint(0, MODEL["vocab"], (b, t), generator=g)))
     thunderlab_variant = variant in ("jit", "jit_untiered", "tc_thunderlab")
     step_s, step_cpu_s, switched_by_step, losses = [], [], [], []
     start_wall = time.time()
@@ -90,6 +97,11 @@ def run_one(variant: str, lengths: tuple[int, ...], steps: int, wait: float) -> 
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        if evaluated and i % EVALUATE_EVERY == EVALUATE_EVERY - 1:
+            model.eval()
+            with torch.no_grad():
+                losses.append(run(*data[0]).item())  # the evaluation's loss, after the step's
+            model.train()
         step_s.append(time.perf_counter() - t0)
         step_cpu_s.append(time.thread_time() - c0)
         if thunderlab_variant:
@@ -255,7 +267,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=45)
     ap.add_argument("--wait", type=float, default=120.0, help="seconds to wait after the loop for regions to switch")
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--cases", default="fixed,varying", help=f"of {', '.join(CASES)}")
     ap.add_argument("--cache-dir", default=os.path.join(tempfile.gettempdir(), "thunderlab_bench_inductor_cache"))
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "training_loop.json"))
     ap.add_argument("--phase-rounds", type=int, default=40,
@@ -265,7 +277,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.one:
         variant, case = a.one.split(":")
-        print(json.dumps(run_one(variant, CASES[case], a.steps, a.wait) if variant != "torch_phase"
+        print(json.dumps(run_one(variant, case, a.steps, a.wait) if variant != "torch_phase"
                          else torch_phase(int(case))))
         return
     import torch
