@@ -73,7 +73,7 @@ def measure(name: str, rounds: int, steps: int) -> dict:
                 _wait(fn)
                 if not _unsettled(fn):
                     break
-    checks = _time_checks(variants["thunderlab"][0])
+    checks = _CheckTimer(variants["thunderlab"][0])
     times = interleaved({v: functools.partial(_step, fn, model, x, True) for v, (fn, model) in variants.items()},
                         rounds, calls=5)
     ours = variants["thunderlab"][1]
@@ -134,7 +134,7 @@ def first_calls(entry) -> dict:
     return out
 
 
-class _time_checks:
+class _CheckTimer:
     """Times each guard check thunderlab's direct calls make on ``fn`` from now on (see ``result``)."""
 
     def __init__(self, fn):

@@ -282,9 +282,10 @@ def test_bf16_autocast_training_is_as_close_to_float64_as_eager():
 
 
 def test_a_program_timed_once_is_decided_from_its_kept_times_here_and_in_a_later_process(monkeypatch, tmp_path):
+    from thunderlab.core import files
     from thunderlab.passes import layout
 
-    monkeypatch.setattr(layout, "cache_folder", lambda name: tmp_path / name)  # a cache folder of this test's own
+    monkeypatch.setattr(files, "cache_folder", lambda name: tmp_path / name)  # a cache folder of this test's own
     monkeypatch.setattr(layout, "_TIMES", {})
     timed = []
     seconds = layout._seconds

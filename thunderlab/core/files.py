@@ -1,6 +1,7 @@
 """Files other processes may read while they are written, and what thunderlab keeps beside TorchInductor's cache."""
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
@@ -28,6 +29,27 @@ def cache_folder(name: str) -> Path:
     from torch._inductor.runtime.cache_dir_utils import cache_dir  # Inductor's runtime part, not its compiler
 
     return Path(cache_dir()) / name
+
+
+def kept(name: str, key: str):
+    """The JSON value ``keep`` kept as ``key`` in the cache folder ``name``, or None where none was kept or the file
+    cannot be read (the caller then works it out again)."""
+    try:
+        return json.loads((cache_folder(name) / f"{key}.json").read_text())
+    except (OSError, ValueError, ImportError):
+        return None
+
+
+def keep(name: str, key: str, value) -> bool:
+    """Keep ``value`` (JSON) as ``key`` in the cache folder ``name``, whole or not at all for another process reading
+    it; False where the folder cannot be written (what is kept only saves work: nothing depends on it)."""
+    try:
+        folder = cache_folder(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomically(folder / f"{key}.json", json.dumps(value))
+        return True
+    except (OSError, ImportError):
+        return False
 
 
 _identity: str | None = None

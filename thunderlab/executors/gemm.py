@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import threading
 import time
@@ -37,7 +36,7 @@ import time
 import torch
 
 from thunderlab.core import fastpaths
-from thunderlab.core.files import cache_folder, write_atomically
+from thunderlab.core.files import keep, kept
 
 MARGIN = 0.97  # oneDNN is used where its fastest call took at most this share of MKL's
 CALLS = 7  # timed calls of each library per shape (after one untimed call each)
@@ -85,31 +84,19 @@ def collecting():
         _local.used = before
 
 
-def _memo_path(sources: list[str]):
-    """Where the products of the modules ``sources`` are kept: beside Inductor's cache, by the modules' text."""
-    digest = hashlib.sha256("\0".join(sources).encode()).hexdigest()[:32]
-    return cache_folder("thunderlab_gemm") / f"{digest}.json"
-
-
 def remembered(sources: list[str], products: list[dict]) -> list[dict] | None:
     """The products of the compile that wrote the modules ``sources``: ``products`` when this compile ran the pass
-    (then kept beside Inductor's cache), else what the compile that first wrote them kept. A compile that
-    Inductor's cache answers runs no pass, so without this a region whose module came from the cache (a notebook
-    run again, a new process) would not say which library its linear layers run on."""
+    (then kept beside Inductor's cache, by the modules' text), else what the compile that first wrote them kept. A
+    compile that Inductor's cache answers runs no pass, so without this a region whose module came from the cache
+    (a notebook run again, a new process) would not say which library its linear layers run on."""
     sources = [src for src in sources if src]
     if not sources:
         return products or None
-    try:
-        path = _memo_path(sources)
-        if products:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(path, json.dumps(products))  # whole or not at all, for another process reading it
-            return products
-        if path.exists():
-            return json.loads(path.read_text()) or None
-    except (OSError, ValueError, ImportError):  # a cache directory that cannot be written or read: said nothing
-        pass
-    return products or None
+    key = hashlib.sha256("\0".join(sources).encode()).hexdigest()[:32]
+    if products:
+        keep("thunderlab_gemm", key, products)
+        return products
+    return kept("thunderlab_gemm", key) or None
 
 
 def _note(m: int, k: int, n: int, bias: bool, onednn: bool, gelu: str | None = None,

@@ -32,14 +32,13 @@ for a contiguous input, channels-last for a channels-last one, as eager returns 
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 import time
 from dataclasses import dataclass
 
 import torch
 
-from thunderlab.core.files import cache_folder, code_identity, write_atomically
+from thunderlab.core.files import code_identity, keep, kept
 from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
 from thunderlab.core.proxies import ScalarInput, TensorProxy
@@ -169,6 +168,7 @@ def _seconds(trace: Trace, inputs: list) -> float:
 
 _TIMES: dict[str, dict] = {}  # by ``_key``: the two times a compile in this process measured or read
 _TIMES_LOCK = threading.Lock()
+_FOLDER = "thunderlab_layout"  # beside Inductor's cache (``core.files.cache_folder``)
 
 
 def _key(trace: Trace) -> str:
@@ -185,12 +185,9 @@ def _recalled(key: str) -> dict | None:
         known = _TIMES.get(key)
     if known is not None:
         return known
-    try:
-        known = json.loads((cache_folder("thunderlab_layout") / f"{key}.json").read_text())
-    except (OSError, ValueError, ImportError):  # none kept, or a file that cannot be read: time again
-        return None
+    known = kept(_FOLDER, key)
     if not (isinstance(known, dict) and all(isinstance(known.get(k), (int, float)) for k in ("nchw_ms", "nhwc_ms"))):
-        return None
+        return None  # none kept, or a file that cannot be read: time again
     with _TIMES_LOCK:
         _TIMES[key] = known
     return known
@@ -199,12 +196,7 @@ def _recalled(key: str) -> dict | None:
 def _keep(key: str, times: dict) -> None:
     with _TIMES_LOCK:
         _TIMES[key] = times
-    try:
-        folder = cache_folder("thunderlab_layout")
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(folder / f"{key}.json", json.dumps(times))
-    except (OSError, ImportError):  # a cache folder that cannot be written: this process still remembers
-        pass
+    keep(_FOLDER, key, times)  # where the folder cannot be written, this process still remembers
 
 
 def untimed(pipeline: str) -> str:
@@ -290,16 +282,17 @@ class ChannelsLast(Pass):
         if not made and not measured:
             return Notes("nothing to convert: every convolution reads channels-last values already",
                          {**facts, "converted": 0})
+        recalled = _RECALLED if measured.get("recalled") else ""
         if not made:
             return Notes(f"kept NCHW: a step took {measured['nhwc_ms']:.3g} ms in channels-last, "
-                         f"{measured['nchw_ms']:.3g} ms in NCHW{_RECALLED * bool(measured.get('recalled'))}",
+                         f"{measured['nchw_ms']:.3g} ms in NCHW{recalled}",
                          {**facts, "converted": 0})
         parts = [f"{to_nhwc} input{'s' if to_nhwc != 1 else ''} converted"]
         if back:
             parts.append(f"{back} 4-D output{'s' if back != 1 else ''} returned in the caller's layout")
         if reshapes:
             parts.append(f"{reshapes} view{'s' if reshapes != 1 else ''} turned into reshape")
-        timing = (f" ({measured['nhwc_ms']:.3g} ms a step, NCHW {measured['nchw_ms']:.3g} ms"
-                  f"{_RECALLED * bool(measured.get('recalled'))})" if measured else "")
+        timing = (f" ({measured['nhwc_ms']:.3g} ms a step, NCHW {measured['nchw_ms']:.3g} ms{recalled})"
+                  if measured else "")
         return Notes(f"{convs} convolution{'s' if convs != 1 else ''} run channels-last: {', '.join(parts)}{timing}",
                      {**facts, "converted": to_nhwc, "outputs_in_callers_layout": back, "views_to_reshape": reshapes})
