@@ -24,6 +24,12 @@ Each answer is kept beside Inductor's cache (``thunderlab_worker/``, keyed by th
 code, the environment and the CPU): a later process making the same request loads the module at once, without
 starting or waiting for a worker (whose imports alone take seconds), so with a warm cache a region switches to its
 kernel about as soon as its first call has run. ``THUNDERLAB_WORKER_ANSWERS=0`` asks the worker every time.
+
+A request may ask for Inductor's C++ wrapper (``cpp_wrapper=True``): the module then calls its kernels and library
+functions from one compiled C++ function instead of Python lines, which saves a few microseconds a call of each,
+and costs a longer compile (a C++ file of the whole graph, seconds to a minute cold). Such requests wait until
+no plain request is waiting: they are a region's second kernel, raced against its first (see inductor.py), and
+must not hold up another region's first kernel.
 """
 from __future__ import annotations
 
@@ -52,13 +58,16 @@ _spawned_at: float | None = None
 _imported_at: float | None = None
 _imported_cpu_s: float | None = None  # the worker's CPU seconds until its imports were done
 _requests: list[dict] = []
+_plain_waiting = 0  # plain requests waiting for the worker or being answered: a C++ wrapper request waits for none
+_idle = threading.Condition()
 _recalled: list[dict] = []  # regions whose module an earlier worker wrote: region, at (see ``_recall``)
 
 
 def _forget_after_fork() -> None:
     """A forked child (a DataLoader worker, say) must not write into its parent's pipe: it starts its own."""
-    global _lock, _worker, _spawned_at, _imported_at, _imported_cpu_s
+    global _lock, _worker, _spawned_at, _imported_at, _imported_cpu_s, _idle, _plain_waiting
     _lock, _worker, _spawned_at, _imported_at, _imported_cpu_s = threading.Lock(), None, None, None, None
+    _idle, _plain_waiting = threading.Condition(), 0
     _requests.clear()
     _recalled.clear()
 
@@ -80,12 +89,13 @@ def input_specs(args: tuple) -> list:
     return inputs
 
 
-def request(region: Trace, args: tuple) -> dict:
+def request(region: Trace, args: tuple, cpp_wrapper: bool = False) -> dict:
     """Send ``region`` to the worker; its answer: the module Inductor wrote (key, path) and how to call it.
+    ``cpp_wrapper``: the module calls its kernels from C++ (Inductor's ``cpp_wrapper``).
 
     Raises ``Declined`` when the region must be compiled here (a reason it gives, or the worker is unavailable).
     """
-    return request_specs(region, input_specs(args), args)
+    return request_specs(region, input_specs(args), args, cpp_wrapper=cpp_wrapper)
 
 
 # integer inputs up to this many elements are sent with their values (token ids, labels, positions)
@@ -108,7 +118,7 @@ def _index_values(args: tuple) -> dict:
     return out
 
 
-def request_specs(region: Trace, inputs: list, args: tuple | None = None) -> dict:
+def request_specs(region: Trace, inputs: list, args: tuple | None = None, cpp_wrapper: bool = False) -> dict:
     """``request`` for inputs described by ``input_specs`` (a compile that need not hold the tensors); ``args``, where
     given, are those inputs: a request the worker is sent carries their small integer values (``_index_values``)."""
     from thunderlab.ops.mapping import REBUILD, torch_attribute
@@ -138,7 +148,7 @@ def request_specs(region: Trace, inputs: list, args: tuple | None = None) -> dic
     msg = {"name": region.name, "source": src, "symbols": {k: sorted(set(v)) for k, v in symbols.items()},
            **({"derived": derived} if derived else {}), **({"graphs": graphs} if graphs else {}),
            "inputs": inputs, "threads": torch.get_num_threads(),
-           "onednn_linear": gemm.enabled()}
+           "onednn_linear": gemm.enabled(), **({"cpp_wrapper": True} if cpp_wrapper else {})}
     answer = _recall(msg)
     if answer is not None:
         return answer
@@ -308,7 +318,7 @@ def _recall(msg: dict) -> dict | None:
         except OSError:
             pass
         return None
-    _recalled.append({"region": msg["name"], "at": time.time()})
+    _recalled.append({"region": msg["name"], "at": time.time(), "cpp_wrapper": bool(msg.get("cpp_wrapper"))})
     return dict(answer, recalled=True)
 
 
@@ -379,10 +389,11 @@ def _core_free() -> bool:
 def timeline() -> dict:
     """When the worker started and finished its imports, and each region's request, in seconds since the epoch:
     ``{"spawned_at", "imported_at", "imported_cpu_s", "requests": [{"region", "sent_at", "answered_at",
-    "compile_s", "compile_cpu_s", "ok"}]}`` (``compile_s``: the worker's own time on the region, the rest of a
-    request's time it waited in line; ``*_cpu_s``: the worker's CPU seconds, which other processes' load
-    changes less), and ``"recalled": [{"region", "at"}]``, the regions whose module a worker of an earlier process
-    wrote, loaded without a request."""
+    "compile_s", "compile_cpu_s", "ok", "cpp_wrapper"}]}`` (``compile_s``: the worker's own time on the region, the
+    rest of a request's time it waited in line; ``*_cpu_s``: the worker's CPU seconds, which other processes' load
+    changes less; ``cpp_wrapper``: the region's second module, with Inductor's C++ wrapper), and ``"recalled":
+    [{"region", "at", "cpp_wrapper"}]``, the regions whose module a worker of an earlier process wrote, loaded
+    without a request."""
     # no lock: a request holds it while the worker compiles, and a copy of the list is enough
     return {"spawned_at": _spawned_at, "imported_at": _imported_at, "imported_cpu_s": _imported_cpu_s,
             "requests": [dict(r) for r in list(_requests)], "recalled": [dict(r) for r in list(_recalled)]}
@@ -410,13 +421,29 @@ def _ensure() -> None:
 
 
 def _send(msg: dict) -> dict:
+    global _plain_waiting
+    if msg.get("cpp_wrapper"):  # a second kernel: after every region's first (see the module's docstring)
+        with _idle:
+            _idle.wait_for(lambda: _plain_waiting == 0)
+        return _send_now(msg)
+    with _idle:
+        _plain_waiting += 1
+    try:
+        return _send_now(msg)
+    finally:
+        with _idle:
+            _plain_waiting -= 1
+            _idle.notify_all()
+
+
+def _send_now(msg: dict) -> dict:
     global broken, _imported_at, _imported_cpu_s
     with _lock:
         _ensure()
         if broken is not None:
             raise Declined(broken)
         entry = {"region": msg["name"], "sent_at": time.time(), "answered_at": None, "compile_s": None,
-                 "compile_cpu_s": None, "ok": False}
+                 "compile_cpu_s": None, "ok": False, "cpp_wrapper": bool(msg.get("cpp_wrapper"))}
         _requests.append(entry)
         try:
             _worker.stdin.write(json.dumps(msg) + "\n")
@@ -505,11 +532,12 @@ def load(answer: dict):
 # The first lines of a module Inductor writes for the CPU import its compiler: ``AsyncCompile`` (which builds each
 # kernel's library, or finds it in the cache by a key that needs the CPU's vector instruction set),
 # ``extern_kernels`` (the namespace of library calls, whose module imports every kernel template) and an alignment
-# helper: about a second of interpreter time in a process that has not compiled anything. Here that process is
+# helper (a module with Inductor's C++ wrapper imports its code cache, which builds or finds the wrapper's library
+# the same way): about a second of interpreter time in a process that has not compiled anything. Here that process is
 # the caller's, and a training loop running with torch meanwhile waits for the interpreter lock while they import.
 # The worker, which has them imported anyway, lists what the module needs instead: the library each kernel's
 # source was built into, and each ``extern_kernels`` name as a torch function or operator. This process then runs
-# the module's text with those three names bound to them, and every other import as written.
+# the module's text with those names bound to them, and every other import as written.
 
 _light_modules: dict[str, object] = {}
 
@@ -520,11 +548,13 @@ def _digest(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def _load_kernel(path: str):
-    """The ``kernel`` function of a library Inductor built with Python bindings, loaded as Inductor loads it."""
+def _load_kernel(path: str, entry: str = "kernel"):
+    """The ``entry`` function of a library Inductor built with Python bindings (``kernel``, or ``inductor_entry_cpp``
+    for a C++ wrapper), loaded as Inductor loads it."""
     import importlib.util
 
-    name = os.path.basename(path).removesuffix(".so") + ".kernel"  # one name a library: loaded once a process
+    # one name a library: loaded once a process; the name's last part is the one the library initialises itself by
+    name = os.path.basename(path).removesuffix(".so") + "." + entry
     mod = sys.modules.get(name)
     if mod is None:
         if not os.path.exists(path):
@@ -540,13 +570,15 @@ def _load_kernel(path: str):
         except BaseException:
             del sys.modules[name]
             raise
-    return mod.kernel
+    return getattr(mod, entry)
 
 
 class _Kernels:
     """``AsyncCompile`` as a module for the CPU uses it: ``cpp_pybinding(argtypes, source)`` is the kernel built
-    from ``source``. Given ``libraries`` (source digest -> library path) it loads that library; without, it builds
-    or finds the library as Inductor does and lists it in ``built``. Any other use fails the light load."""
+    from ``source``; and ``CppWrapperCodeCache`` as a module with a C++ wrapper uses it: ``load_pybinding(argtypes,
+    main_code, ...)`` is the wrapper built from ``main_code``. Given ``libraries`` (source digest -> library path) it
+    loads that library; without, it builds or finds the library as Inductor does and lists it in ``built``. Any
+    other use fails the light load."""
 
     def __init__(self, libraries: dict[str, str] | None):
         self.libraries = libraries
@@ -563,6 +595,15 @@ class _Kernels:
 
     def wait(self, scope) -> None:  # every kernel was loaded when it was named
         pass
+
+    def load_pybinding(self, argtypes, main_code, **options):
+        if self.libraries is not None:
+            return _load_kernel(self.libraries[_digest(main_code)], "inductor_entry_cpp")
+        from torch._inductor.codecache import CppWrapperCodeCache
+
+        fn = CppWrapperCodeCache.load_pybinding(argtypes, main_code, **options)
+        self.built[_digest(main_code)] = fn.__self__.__file__
+        return fn
 
 
 class _ExternKernels:
@@ -613,7 +654,8 @@ def _light_module(path: str, libraries: dict[str, str] | None, extern: dict[str,
     import types
 
     kernels = kernels or _Kernels(libraries)
-    light = {"torch._inductor.async_compile": types.SimpleNamespace(AsyncCompile=lambda: kernels)}
+    light = {"torch._inductor.async_compile": types.SimpleNamespace(AsyncCompile=lambda: kernels),
+             "torch._inductor.codecache": types.SimpleNamespace(CppWrapperCodeCache=kernels)}
     if extern is not None:
         def align(nbytes):  # called only where buffers come from a memory pool
             from torch._inductor.codegen.memory_planning import _align
@@ -736,7 +778,8 @@ def _compile(msg: dict) -> dict:
         sources = [getattr(getattr(n.meta.get("grapharg"), "source", None), "local_name", None)
                    for n in gm.graph.find_nodes(op="placeholder")]
         compiled = compile_fx(gm, example_inputs, inner_compile=inner,  # as inductor.compile_region
-                              config_patches={"cpp.enable_kernel_profile": True, **gemm.config_patches()})
+                              config_patches={"cpp.enable_kernel_profile": True, **gemm.config_patches(),
+                                              **({"cpp_wrapper": True} if msg.get("cpp_wrapper") else {})})
         captured.append(sources)
         return compiled
 

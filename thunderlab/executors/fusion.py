@@ -106,25 +106,34 @@ class FusionExecutor(Executor):
         device = next((p.device for p in region.tensor_inputs()), torch.device(self.default_device))
         needs_autograd = options.grad_enabled and any(p.requires_grad for p in region.tensor_inputs())
 
-        def builders(ex: FusionExecutor):
+        def builders(compile_, compile_in_background):
             def build(args):
                 if needs_autograd:
                     raise RuntimeError(NEEDS_AUTODIFF)
-                return ex.compile(region, args)
+                return compile_(region, args)
 
             def build_in_background(args):
                 if needs_autograd:
                     raise RuntimeError(NEEDS_AUTODIFF)
-                return ex.compile_in_background(region, args)
+                return compile_in_background(region, args)
 
             return build, build_in_background
 
-        build, build_in_background = builders(self)
-        rivals = tuple((ex.name, *builders(ex)) for ex in self.rivals(bsym, options.racers)) if options.race else ()
+        build, build_in_background = builders(self.compile, self.compile_in_background)
+        rivals = ()
+        if options.race:
+            rivals = tuple((ex.name, *builders(ex.compile, ex.compile_in_background))
+                           for ex in self.rivals(bsym, options.racers))
+            rivals += tuple((name, *builders(*compilers)) for name, *compilers in self.variants(region, options))
         return RegionRunner(bsym.sym.name, self.name, eager, build, tiered=options.tiered,
                             timing=options.timing, device=device,
                             compile_in_background=build_in_background,
                             rivals=rivals, race=options.race, race_off=unraceable(bsym))
+
+    def variants(self, region: Trace, options: RunOptions) -> tuple:
+        """Other kernels of this executor's own for ``region`` that join its race after the first, each as (version
+        name, compile, compile in the background), the two called like ``compile``; none by default."""
+        return ()
 
     def rivals(self, bsym: BoundSymbol, racers: tuple[str, ...]) -> list[FusionExecutor]:
         """Of the executors named in ``racers``, the other fusion executors that can run here and take every member

@@ -103,6 +103,25 @@ class InductorExecutor(FusionExecutor):
         running program for the interpreter lock."""
         return compile_region(_key(region), region, args, elsewhere=fastpaths.enabled())
 
+    def variants(self, region: Trace, options: RunOptions) -> tuple:
+        """A tiered CPU region's second kernel, raced against its first: the same module with Inductor's C++ wrapper
+        (``inductor-cpp``), which calls the kernels and library functions from C++ where the first module's Python
+        lines call them one by one (a few microseconds each: a tenth of a small model's training step). Its compile
+        takes longer (seconds to a minute, cold), so it comes after the first kernel runs, from the worker process
+        only, behind every region's first kernel; a fast path (``set_fast_paths(False)`` leaves it out, and so does
+        ``THUNDERLAB_CPP_WRAPPER=0`` in the environment)."""
+        if not (options.tiered and fastpaths.enabled() and compile_process.broken is None and cpp_wrapper_enabled()
+                and all(p.device.type == "cpu" for p in region.tensor_inputs())):
+            return ()
+
+        def here(region, args):
+            raise RuntimeError("Inductor's C++ wrapper is compiled only by the worker process, in the background")
+
+        def in_background(region, args):
+            return compile_region(_key(region) + (CPP_WRAPPER,), region, args, elsewhere=True, cpp_wrapper=True)
+
+        return ((CPP_WRAPPER, here, in_background),)
+
     def writes_in_place(self, bsym: BoundSymbol) -> bool:
         """A ``prims.copy_`` into a region input: TorchDynamo captures it as an in-place write of a graph input,
         which AOTAutograd keeps in the inference graph it hands Inductor, and Inductor's kernel stores the value
@@ -188,11 +207,21 @@ def _key(region: Trace) -> tuple:
             tuple((p.shape, p.dtype, p.device) for p in region.tensor_inputs()), gemm.enabled())
 
 
-def compile_region(key, region, args, *, elsewhere: bool = False):
+CPP_WRAPPER = "inductor-cpp"  # the version of a region whose module has Inductor's C++ wrapper
+
+
+def cpp_wrapper_enabled() -> bool:
+    """Whether tiered CPU regions race a second kernel with Inductor's C++ wrapper (``THUNDERLAB_CPP_WRAPPER``, on
+    unless 0, false, off or no)."""
+    return os.environ.get("THUNDERLAB_CPP_WRAPPER", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def compile_region(key, region, args, *, elsewhere: bool = False, cpp_wrapper: bool = False):
     """(compiled callable, generated kernel source) for a region, memoized by its code and input metadata.
 
     ``elsewhere``: compiled by the worker process when it can take the region (a fast path: see
     compile_process.py); the reason it could not is kept as the callable's ``compiled_here_because``.
+    ``cpp_wrapper``: the module with Inductor's C++ wrapper, from the worker only (``Declined`` where it cannot).
     Inductor's cache directory is its own (TORCHINDUCTOR_CACHE_DIR when set): thunderlab sets nothing in
     os.environ.
     """
@@ -204,11 +233,13 @@ def compile_region(key, region, args, *, elsewhere: bool = False):
     reason = None
     if elsewhere:
         try:
-            loaded, source = compile_process.load(compile_process.request(region, args))
+            loaded, source = compile_process.load(compile_process.request(region, args, cpp_wrapper=cpp_wrapper))
         except compile_process.Declined as e:
+            if cpp_wrapper:
+                raise
             reason = str(e)
         else:
-            return _keep(key, _loaded(region, loaded), source, {}), source
+            return _keep(key, _loaded(region, loaded, cpp_wrapper), source, {}), source
     from torch._inductor.compile_fx import compile_fx
 
     captured: list = []
@@ -264,7 +295,15 @@ def _layout(args) -> tuple:
     return tuple((tuple(a.stride()), a.storage_offset()) if isinstance(a, torch.Tensor) else None for a in args)
 
 
-def _loaded(region: Trace, call):
+def _missed(e: Exception, cpp_wrapper: bool) -> bool:
+    """Whether a module's call failed its check of its inputs' sizes and strides (and did nothing else): Python's
+    ``assert_size_stride`` raises AssertionError, the C++ wrapper's a RuntimeError saying what it expected."""
+    if cpp_wrapper:
+        return isinstance(e, RuntimeError) and str(e).startswith("expected ")
+    return isinstance(e, AssertionError)
+
+
+def _loaded(region: Trace, call, cpp_wrapper: bool = False):
     """The worker's module for ``region``. Inductor's module checks its inputs' sizes and strides; a call whose
     strides it was not compiled for runs with torch, and the worker compiles the region again for those strides,
     in the background: a backward region compiled while the forward ran on the torch executor gets its saved
@@ -276,7 +315,8 @@ def _loaded(region: Trace, call):
 
     def compile_for(layout, specs) -> None:
         try:
-            run.layouts[layout] = compile_process.load(compile_process.request_specs(region, specs))[0]
+            run.layouts[layout] = compile_process.load(
+                compile_process.request_specs(region, specs, cpp_wrapper=cpp_wrapper))[0]
         except Exception:  # noqa: BLE001 - declined or failed: calls in these strides keep running torch
             run.layouts[layout] = None
 
@@ -284,15 +324,17 @@ def _loaded(region: Trace, call):
         nonlocal eager
         try:
             return call(*args)
-        except AssertionError:  # Inductor's module checks sizes and strides itself
-            pass
+        except (AssertionError, RuntimeError) as e:  # Inductor's module checks sizes and strides itself
+            if not _missed(e, cpp_wrapper):
+                raise
         layout = _layout(args)
         other = run.layouts.get(layout, False)
         if callable(other):
             try:
                 return other(*args)
-            except AssertionError:
-                pass
+            except (AssertionError, RuntimeError) as e:
+                if not _missed(e, cpp_wrapper):
+                    raise
         elif other is False and len(run.layouts) < MAX_LAYOUTS:
             run.layouts[layout] = PENDING
             try:

@@ -1,0 +1,227 @@
+"""A tiered CPU region's second kernel: Inductor's module with its C++ wrapper, raced against the first (README,
+"Fusion, timings and the tiered start").
+
+Inductor writes each region's module with Python lines that call its kernels and library functions one by one;
+with ``cpp_wrapper`` the same calls are one compiled C++ function. The worker compiles that second module after
+every region's first kernel, and it joins the region's race as the version ``inductor-cpp``. Whichever version
+wins, every call gives eager PyTorch's values.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+import thunderlab
+from thunderlab.executors import compile_process, inductor
+from thunderlab.executors.base import get_executor
+from thunderlab.executors.region import RACE_CALLS
+
+from .test_race import Clock, _inputs, f
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = pytest.mark.skipif(not get_executor("inductor").available()[0], reason="no C++ compiler for Inductor")
+PIPELINE = "dce,cse,claim{executors=inductor+torch},fuse,del"
+VERSIONS = {"torch", "inductor", "inductor-cpp"}
+
+
+@pytest.fixture
+def cpp_wrapper(monkeypatch):
+    monkeypatch.setenv("THUNDERLAB_CPP_WRAPPER", "1")
+
+
+def _live(j):
+    live = thunderlab.session(thunderlab.last_record(j))
+    assert live.wait(600), {n: r.error for n, r in live.regions.items()}
+    return live
+
+
+def _force(live, winner: str):
+    """Every region's versions made to cost 1 ms (``winner``) or 5 ms on the race's clock."""
+    clock = Clock()
+    for r in live.regions.values():
+        assert set(r.versions) == VERSIONS, (r.versions, r.race and r.race.summary())
+        r.clock = clock
+        r.versions = {v: clock.costing(fn, 0.001 if v == winner else 0.005) for v, fn in r.versions.items()}
+
+
+@pytest.mark.parametrize("winner", ["inductor-cpp", "inductor", "torch"])
+def test_each_version_can_win_the_race_and_every_call_equals_eager(cpp_wrapper, winner):
+    j = thunderlab.jit(f, pipeline=PIPELINE)
+    x, w = _inputs(0)
+    torch.testing.assert_close(j(x, w), f(x, w))
+    live = _live(j)
+    assert live.regions
+    for r in live.regions.values():
+        assert r.sources["inductor-cpp"] and "CppWrapperCodeCache" in "".join(r.sources["inductor-cpp"])
+    _force(live, winner)
+    for i in range(1, 1 + 3 * (RACE_CALLS + 1) + 4):
+        x, w = _inputs(i)
+        torch.testing.assert_close(j(x, w), f(x, w))
+    for r in live.regions.values():
+        race = r.race.summary()
+        assert race["state"] == "done" and race["winner"] == winner and r.version == winner, race
+        assert race["versions"] == ["inductor", "torch", "inductor-cpp"]
+    rec = thunderlab.last_record(j)
+    assert all(reg["race"]["winner"] == winner for reg in rec.regions.values())
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 16)
+        self.ln = torch.nn.LayerNorm(16)
+        self.fc = torch.nn.Linear(16, 50)
+
+    def forward(self, idx, targets):
+        h = torch.nn.functional.gelu(self.ln(self.emb(idx)))
+        return torch.nn.functional.cross_entropy(self.fc(h).flatten(0, 1), targets.flatten())
+
+
+def test_training_with_the_cpp_wrapper_kernels_matches_eager(cpp_wrapper):
+    torch.manual_seed(0)
+    model = Tiny()
+    ref = copy.deepcopy(model)
+    opt, ref_opt = (torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (model, ref))
+    g = torch.Generator().manual_seed(3)
+    batches = [(torch.randint(0, 50, (4, 8), generator=g), torch.randint(0, 50, (4, 8), generator=g))
+               for _ in range(3 * (RACE_CALLS + 1) + 6)]
+    j = thunderlab.jit(model, pipeline="dce,cse,autodiff,claim{executors=inductor+torch},fuse,del")
+
+    def step(fn, m, o, batch):
+        o.zero_grad()
+        loss = fn(*batch)
+        loss.backward()
+        o.step()
+        return loss
+
+    for i, batch in enumerate(batches):
+        torch.testing.assert_close(step(j, model, opt, batch), step(ref, ref, ref_opt, batch))
+        if i == 0:
+            live = _live(j)  # the forward's region; the backward's is bound at its first call
+        if i == 1:
+            for rec in j.records:
+                _force(_live_of(rec), "inductor-cpp")
+    for rec in j.records:
+        for name, r in _live_of(rec).regions.items():
+            assert r.version == "inductor-cpp", (name, r.race.summary())
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q)
+    assert live.regions
+
+
+def _live_of(rec):
+    live = thunderlab.session(rec)
+    assert live.wait(600), {n: r.error for n, r in live.regions.items()}
+    return live
+
+
+def test_without_the_switch_or_the_fast_paths_or_tiering_there_is_no_cpp_wrapper_kernel(monkeypatch):
+    monkeypatch.setenv("THUNDERLAB_CPP_WRAPPER", "0")
+    j = thunderlab.jit(f, pipeline=PIPELINE)
+    x, w = _inputs(0)
+    j(x, w)
+    assert all(set(r.versions) == {"torch", "inductor"} for r in _live(j).regions.values())
+    monkeypatch.setenv("THUNDERLAB_CPP_WRAPPER", "1")
+    j = thunderlab.jit(f, pipeline=PIPELINE, tiered=False)  # compiled before the first call: one kernel only
+    j(x, w)
+    assert all(set(r.versions) == {"torch", "inductor"} for r in _live(j).regions.values())
+
+
+def test_a_cpp_wrapper_request_waits_until_no_first_kernel_is_waiting(monkeypatch):
+    """A region's second kernel must not hold up another region's first: the worker takes it only when no plain
+    request is waiting or being answered."""
+    order, release = [], threading.Event()
+
+    def send_now(msg):
+        order.append(msg["name"])
+        if msg["name"] == "first":
+            release.wait(10)
+        return {"ok": True}
+
+    monkeypatch.setattr(compile_process, "_send_now", send_now)
+    plain = threading.Thread(target=compile_process._send, args=({"name": "first"},))
+    plain.start()
+    while order != ["first"]:
+        time.sleep(0.001)
+    second = threading.Thread(target=compile_process._send, args=({"name": "second", "cpp_wrapper": True},))
+    second.start()
+    time.sleep(0.2)
+    assert order == ["first"]  # the C++ wrapper waits while the first kernel is being answered
+    release.set()
+    plain.join(10)
+    second.join(10)
+    assert order == ["first", "second"]
+
+
+def test_a_call_in_strides_the_module_was_not_compiled_for_runs_torch_and_any_other_error_is_raised():
+    """The C++ wrapper checks its inputs' sizes and strides as the Python one does, with a RuntimeError that says
+    what it expected: such a call runs torch (and the worker compiles the region for those strides); any other
+    error is the module's own and is raised."""
+    from thunderlab.core.trace import Trace
+
+    def wrong_strides(*args):
+        raise RuntimeError("expected size 4==4, stride 1==8 at dim=0\nError in op: input")
+
+    def broken(*args):
+        raise RuntimeError("something else")
+
+    region = Trace("inductor0")
+    run = inductor._loaded(region, wrong_strides, cpp_wrapper=True)
+    run.layouts[inductor._layout(())] = None  # nothing is compiled for these strides: torch runs the call
+    assert run() is None and run.fallbacks == 1  # the empty region, run by torch, returns nothing
+    with pytest.raises(RuntimeError, match="something else"):
+        inductor._loaded(region, broken, cpp_wrapper=True)()
+    assert inductor._missed(AssertionError(), cpp_wrapper=False)
+    assert not inductor._missed(RuntimeError("expected size 4==4"), cpp_wrapper=False)
+
+
+PROGRAM = """
+import json, sys, torch, thunderlab
+from thunderlab.executors import compile_process
+from tests.executors.test_race import f, _inputs
+
+jfn = thunderlab.jit(f, pipeline="dce,cse,claim{executors=inductor+torch},fuse,del")
+x, w = _inputs(0)
+got = [jfn(x, w)]
+live = thunderlab.session(thunderlab.last_record(jfn))
+assert live.wait(600)
+light = [{v: getattr(fn, "light", None) for v, fn in r.versions.items() if v != "torch"} for r in live.regions.values()]
+got += [jfn(*_inputs(i)) for i in range(1, 20)]
+for i, g in enumerate(got):
+    torch.testing.assert_close(g, f(*_inputs(i)))
+tl = compile_process.timeline()
+print(json.dumps({"raced": [sorted(r.race.summary()["versions"]) for r in live.regions.values()],
+                  "requests": [[q["region"], q["cpp_wrapper"]] for q in tl["requests"] if q["ok"]],
+                  "recalled": [[q["region"], q["cpp_wrapper"]] for q in tl["recalled"]],
+                  "light": light, "compiler_imported": "torch._inductor.select_algorithm" in sys.modules}))
+"""
+
+
+def test_a_later_process_loads_the_cpp_wrapper_module_without_inductors_compiler(tmp_path):
+    cache = str(tmp_path / "inductor")
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, THUNDERLAB_WORKER_ANSWERS="1", THUNDERLAB_CPP_WRAPPER="1",
+               PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=600,
+                              cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["raced"] and all(v == sorted(VERSIONS) for v in first["raced"]), first
+    # every region's first kernel, then its C++ wrapper
+    assert {n for n, cpp in first["requests"] if cpp} == {n for n, cpp in first["requests"] if not cpp}, first
+    assert [cpp for _, cpp in first["requests"]] == sorted(cpp for _, cpp in first["requests"]), first
+    # the second process asks no worker: both modules of every region are recalled and loaded light
+    assert second["requests"] == [] and sorted(second["recalled"]) == sorted(first["requests"]), second
+    assert all(v == sorted(VERSIONS) for v in second["raced"]), second
+    assert all(v == {"inductor": True, "inductor-cpp": True} for v in second["light"]), second
+    assert not second["compiler_imported"], second
