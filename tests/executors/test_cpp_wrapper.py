@@ -9,10 +9,6 @@ wins, every call gives eager PyTorch's values.
 from __future__ import annotations
 
 import copy
-import json
-import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -25,8 +21,8 @@ from thunderlab.executors.base import get_executor
 from thunderlab.executors.region import RACE_CALLS
 
 from .test_race import Clock, _inputs, f
+from .test_worker_answers import in_new_processes
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.skipif(not get_executor("inductor").available()[0], reason="no C++ compiler for Inductor")
 PIPELINE = "dce,cse,claim{executors=inductor+torch},fuse,del"
 VERSIONS = {"torch", "inductor", "inductor-cpp"}
@@ -206,16 +202,8 @@ print(json.dumps({"raced": [sorted(r.race.summary()["versions"]) for r in live.r
 
 
 def test_a_later_process_loads_the_cpp_wrapper_module_without_inductors_compiler(tmp_path):
-    cache = str(tmp_path / "inductor")
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache, THUNDERLAB_WORKER_ANSWERS="1", THUNDERLAB_CPP_WRAPPER="1",
-               PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
-    runs = []
-    for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=600,
-                              cwd=ROOT)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    first, second = runs
+    first, second = in_new_processes(PROGRAM, 2, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+                                     THUNDERLAB_WORKER_ANSWERS="1", THUNDERLAB_CPP_WRAPPER="1")
     assert first["raced"] and all(v == sorted(VERSIONS) for v in first["raced"]), first
     # every region's first kernel, then its C++ wrapper
     assert {n for n, cpp in first["requests"] if cpp} == {n for n, cpp in first["requests"] if not cpp}, first

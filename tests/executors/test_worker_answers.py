@@ -60,6 +60,19 @@ def _run(cache: str, n: int, answers: str = "1") -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def in_new_processes(program: str, times: int, **env) -> list[dict]:
+    """``program`` run ``times`` times, each in a new process with ``env`` added to this one's: the JSON object each
+    printed last."""
+    env = dict(os.environ, **env, PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    out = []
+    for _ in range(times):
+        proc = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=600,
+                              cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return out
+
+
 def test_a_second_process_loads_the_module_an_earlier_worker_wrote(tmp_path):
     cache = str(tmp_path / "inductor")
     first = _run(cache, 6)
@@ -143,15 +156,7 @@ def test_the_vector_instruction_probe_is_remembered(tmp_path):
     """Inductor probes each vector instruction set the CPU reports by building and loading a library in a child
     process, once per process (a second or more); a later process takes an earlier one's finding where every
     reported set passed (Inductor's ``cpp.vec_isa_ok``), and picks the same set."""
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path), THUNDERLAB_WORKER_ANSWERS="1",
-               PYTHONPATH=os.pathsep.join([ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]))
-    runs = []
-    for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", VEC_ISA], env=env, capture_output=True, text=True, timeout=300,
-                              cwd=ROOT)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    first, second = runs
+    first, second = in_new_processes(VEC_ISA, 2, TORCHINDUCTOR_CACHE_DIR=str(tmp_path), THUNDERLAB_WORKER_ANSWERS="1")
     assert second["picked"] == first["picked"] and second["valid"] == first["valid"]
     if first["probes"] and sorted(first["probes"]) == sorted(first["valid"]):  # every reported set passed
         assert second["probes"] == [], second
