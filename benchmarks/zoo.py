@@ -72,8 +72,8 @@ sys.path = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROO
 
 import thunderlab  # noqa: E402
 from benchmarks.paired import describe, interleaved, paired_ratio  # noqa: E402
+from tests.zoo.check import ALL_MODES as CHECKS  # noqa: E402
 from tests.zoo.check import JIT_OPTIONS as check_options  # noqa: E402
-from tests.zoo.check import MODES as CHECKS  # noqa: E402
 from tests.zoo.check import run  # noqa: E402
 from tests.zoo.models import ZOO, attn_implementations, inputs, pair  # noqa: E402
 

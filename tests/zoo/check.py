@@ -4,12 +4,16 @@ Modes:
   jit      inference through ``thunderlab.jit``;
   compile  inference through ``torch.compile(backend="thunderlab")``;
   train    model.train(): loss, outputs, every parameter's gradient and every buffer equal to eager;
-  shapes   inference through ``thunderlab.jit`` on one batch, then on a second batch size and length.
+  shapes   inference through ``thunderlab.jit`` on one batch, then on a second batch size and length;
+  train-cpp  train, on a third step, with every fusion region pinned to its second kernel (Inductor's module with
+           its C++ wrapper, the version ``inductor-cpp``), tiered, with THUNDERLAB_CPP_WRAPPER=1.
 A result is "pass", "wrong" (ran, but a value differs from eager) or "error" (raised where eager ran).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -21,6 +25,7 @@ import thunderlab
 from .models import Entry, inputs, pair
 
 MODES = ("jit", "compile", "train", "shapes")
+ALL_MODES = (*MODES, "train-cpp")  # train-cpp compiles a C++ wrapper per region (a minute, cold): not in MODES
 # options every check passes to thunderlab.jit: {"tiered": False} checks the fused kernels themselves, built
 # before the first call, where a tiered first call runs the torch executor while they compile
 JIT_OPTIONS: dict = {}
@@ -127,6 +132,60 @@ def _train(entry, model, ref):
     got.loss.backward()
     want = ref(**x)
     want.loss.backward()
+    _compare_training(entry, model, ref, x, got, want)
+    return first
+
+
+def _train_cpp(entry, model, ref):
+    model.train(), ref.train()
+    x = inputs(entry, model)
+    # read when the program is claimed and when a region is bound, at their first calls
+    with _environ(THUNDERLAB_CPP_WRAPPER="1", THUNDERLAB_EXECUTORS="inductor+torch"):
+        compiled = thunderlab.jit(model)
+        first = None
+        for _ in range(2):  # a second call may compile again (transformers' loss sets config.problem_type)
+            got, t = _timed(compiled, **x)
+            got.loss.backward()
+            first = first if first is not None else t
+            ref(**x).loss.backward()  # as many steps: batch norm's running statistics move each step
+    pinned = 0
+    for record in compiled.records:
+        live = thunderlab.session(record)
+        if not live.wait(1800):
+            raise TimeoutError("the regions' kernels did not compile in 30 minutes")
+        for name, region in live.regions.items():
+            if "inductor-cpp" not in region.versions:
+                raise Mismatch(f"region {name} has no inductor-cpp kernel ({region.error or region.race_summary()})")
+            region.pin("inductor-cpp")
+            pinned += 1
+    if not pinned:
+        raise Mismatch("no fusion region to pin")
+    model.zero_grad(set_to_none=True), ref.zero_grad(set_to_none=True)
+    got = compiled(**x)
+    got.loss.backward()
+    want = ref(**x)
+    want.loss.backward()
+    _compare_training(entry, model, ref, x, got, want)
+    return first
+
+
+@contextlib.contextmanager
+def _environ(**values):
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _compare_training(entry, model, ref, x, got, want) -> None:
+    """A training step's loss, outputs, gradients and buffers against eager's (``got`` and ``want`` its outputs,
+    after their backward)."""
     close("loss", got.loss.detach(), want.loss.detach())
     reference = None
     try:
@@ -154,7 +213,6 @@ def _train(entry, model, ref):
     buffers = dict(ref.named_buffers())
     for name, b in model.named_buffers():
         close(f"buffer {name}", b, buffers[name])
-    return first
 
 
 def _float64_reference(entry, ref, x) -> tuple[list[torch.Tensor], dict[str, torch.Tensor]]:
@@ -193,4 +251,4 @@ def _shapes(entry, model, ref):
     return first
 
 
-_MODES = {"jit": _jit, "compile": _compile, "train": _train, "shapes": _shapes}
+_MODES = {"jit": _jit, "compile": _compile, "train": _train, "shapes": _shapes, "train-cpp": _train_cpp}

@@ -30,6 +30,15 @@ def test_model_matches_eager(case, mode):
     assert result.status == "pass", f"{_id(case)} {mode}: {result.status}: {result.detail}"
 
 
+def test_training_on_the_cpp_wrapper_kernels_matches_eager():
+    """Every fusion region pinned to Inductor's module with its C++ wrapper (the race's ``inductor-cpp``), on BERT
+    (``zoo.py --checks train-cpp`` runs it on the whole zoo; a CNN's C++ wrapper compiles for minutes, cold:
+    tests/executors/test_cpp_wrapper.py trains a small one with batch norm)."""
+    ((entry, attn),) = [c for c in cases(fast_only=True) if c[0].name == "bert"]
+    result = run(entry, attn, "train-cpp")
+    assert result.status == "pass", f"{_id((entry, attn))} train-cpp: {result.status}: {result.detail}"
+
+
 def test_zoo_covers_the_families():
     families = {e.family for e in ZOO}
     assert {"encoder", "decoder", "encoder-decoder", "vision", "audio"} <= families

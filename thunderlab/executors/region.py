@@ -349,6 +349,20 @@ class RegionRunner:
             return self._race_call(args)
         return self._run(args)
 
+    def pin(self, version: str) -> None:
+        """Run ``version`` (torch or a compiled kernel the region still holds) from now on, ending any race: to check
+        one version's values, or time it, apart from the others."""
+        fn = self.versions.get(version)
+        if fn is None:
+            raise ValueError(f"region {self.name} has no version {version!r}; it has {sorted(self.versions)}")
+        self._racing = False
+        self.fn = fn
+        if version in self.sources:
+            self.source = self.sources[version]
+        if version != self.version:
+            self.version = version
+            self.history.append((time.time(), version))
+
     def release(self) -> None:
         """Let go of the kernel, its compiler and any inputs kept for compiling it; what ran, when and how fast
         stays for ``summary``. A call that still comes runs the torch version: a backward whose forward ran before
