@@ -31,8 +31,8 @@ each step by wall clock between two torch.cuda.synchronize() calls (--clock wall
 TORCHINDUCTOR_CACHE_DIR (default /tmp/thunderlab_bench_inductor_cache) is shared by both compilers and by runs:
 a case whose kernels an earlier run built finds them there (the meta says how many files it held at the start).
 
---checks also runs tests/zoo/check.py's correctness modes (jit, compile, train, shapes; none by default), each
-pass / wrong / error against eager with its first-call time (the table in benchmarks/results/zoo.json);
+--checks also runs tests/zoo/check.py's correctness modes (jit, compile, train, shapes, train-cpp; none by default),
+each pass / wrong / error against eager with its first-call time (the table in benchmarks/results/zoo.json);
 --checks-built checks the fused kernels themselves, built before the first call (tiered=False).
 Writes --out (default benchmarks/results/zoo_vs_compile.json), rewritten after every case, so a partial run keeps
 its rows.
@@ -40,11 +40,13 @@ its rows.
 Run:  .venv/bin/python benchmarks/zoo.py [--models bert,llama] [--modes inference,train]
       [--variants thunderlab,torch.compile,thunderlab-torch] [--attn default|all] [--rounds 15] [--calls 5]
       [--clock cpu|wall]
-      [--checks jit,compile,train,shapes] [--checks-built] [--no-timing] [--device cpu|cuda] [--out PATH]
+      [--checks jit,compile,train,shapes,train-cpp] [--checks-built] [--no-timing] [--device cpu|cuda] [--out PATH]
       .venv/bin/python benchmarks/zoo.py --merge A.json B.json ... [--out PATH]
         one table from several runs (the whole zoo split across processes, timings taken apart from the
         correctness run): a case's checks and timings come from the last file that has them, and each
         file's meta is kept under meta.runs.
+      .venv/bin/python benchmarks/zoo.py --table RESULTS.json
+        prints the README's markdown table of a results file.
 """
 from __future__ import annotations
 
@@ -288,6 +290,37 @@ def merge(paths: list[str]) -> dict:
     return {"meta": meta, "summary": summary(merged), "rows": merged}
 
 
+def readme_table(data: dict) -> str:
+    """The README's zoo table (markdown) from a results file: per case, the paired ratios and first calls of
+    inference and training, and the load average before and after."""
+
+    def pair(row, fmt) -> str:
+        return " / ".join(fmt(row[k]) if "ratios" in row.get(k, {}) else "-" for k in KINDS)
+
+    def ratio(name):
+        return lambda r: f"{r['ratios'][name]['median']:.2f}" if name in r["ratios"] else "-"
+
+    def first(name):
+        def fmt(r):
+            t = r["first_call_s"].get(name)
+            ready = r.get("ready_s", {}).get(name)
+            return "-" if t is None else f"{t:.1f} s" + (f" ({ready:.0f} s)" if ready is not None else "")
+        return fmt
+
+    head = ("| model | thunderlab / eager, inference / train | torch.compile / eager, inference / train | "
+            "thunderlab / torch.compile, inference / train | first call, thunderlab (kernels built), inference / "
+            "train | first call, torch.compile, inference / train | load average |\n|---|---|---|---|---|---|---|")
+    lines = [head]
+    for row in data["rows"]:
+        load = row.get("load_average", {})
+        lines.append(f"| {row['case']} | {pair(row, ratio('thunderlab / eager'))} | "
+                     f"{pair(row, ratio('torch.compile / eager'))} | "
+                     f"{pair(row, ratio('thunderlab / torch.compile'))} | "
+                     f"{pair(row, first('thunderlab'))} | {pair(row, first('torch.compile'))} | "
+                     f"{load.get('before', [0])[0]:.0f}-{load.get('after', [0])[0]:.0f} |")
+    return "\n".join(lines)
+
+
 def _names(text: str, valid, what: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in names if n not in valid]
@@ -331,7 +364,14 @@ def main():
                          "(time.thread_time); wall (the default and only clock on CUDA): every thread, wall time")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "zoo_vs_compile.json"))
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="write one table from these runs' files; runs nothing")
+    ap.add_argument("--table", metavar="JSON", help="print the README's markdown table of this results file; runs "
+                                                    "nothing")
     args = ap.parse_args()
+    if args.table:
+        if not Path(args.table).is_file():
+            raise SystemExit(f"--table: no such file: {args.table}")
+        print(readme_table(json.loads(Path(args.table).read_text())))
+        return
     if args.merge:
         missing = [p for p in args.merge if not Path(p).is_file()]
         if missing:
