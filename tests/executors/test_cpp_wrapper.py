@@ -203,10 +203,10 @@ def test_a_cpp_wrapper_request_waits_until_no_first_kernel_is_waiting(monkeypatc
     assert order == ["first", "second"]
 
 
-def test_a_call_in_strides_the_module_was_not_compiled_for_runs_torch_and_any_other_error_is_raised():
+def test_a_call_in_strides_the_module_was_not_compiled_for_runs_another_version_and_any_other_error_is_raised():
     """The C++ wrapper checks its inputs' sizes and strides as the Python one does, with a RuntimeError that says
-    what it expected: such a call runs torch (and the worker compiles the region for those strides); any other
-    error is the module's own and is raised."""
+    what it expected: such a call runs torch, or the region's first module where it is given (and the worker
+    compiles the region for those strides); any other error is the module's own and is raised."""
     from thunderlab.core.trace import Trace
 
     def wrong_strides(*args):
@@ -219,6 +219,10 @@ def test_a_call_in_strides_the_module_was_not_compiled_for_runs_torch_and_any_ot
     run = inductor._loaded(region, wrong_strides, cpp_wrapper=True)
     run.layouts[inductor._layout(())] = None  # nothing is compiled for these strides: torch runs the call
     assert run() is None and run.fallbacks == 1  # the empty region, run by torch, returns nothing
+    # given the region's first module, such a call runs that instead of torch (and is still not timed by a race)
+    run = inductor._loaded(region, wrong_strides, cpp_wrapper=True, fallback=lambda *args: "first module")
+    run.layouts[inductor._layout(())] = None
+    assert run() == "first module" and run.fallbacks == 1
     with pytest.raises(RuntimeError, match="something else"):
         inductor._loaded(region, broken, cpp_wrapper=True)()
     assert inductor._missed(AssertionError(), cpp_wrapper=False)

@@ -118,7 +118,11 @@ class InductorExecutor(FusionExecutor):
             raise RuntimeError("Inductor's C++ wrapper is compiled only by the worker process, in the background")
 
         def in_background(region, args):
-            return compile_region(_key(region) + (CPP_WRAPPER,), region, args, elsewhere=True, cpp_wrapper=True)
+            with _lock:  # the region's first module (compiled before this one), for calls in other strides
+                hit = _compiled.get(_key(region))
+            first = hit[0]() if hit is not None else None
+            return compile_region(_key(region) + (CPP_WRAPPER,), region, args, elsewhere=True, cpp_wrapper=True,
+                                  fallback=first)
 
         return ((CPP_WRAPPER, here, in_background),)
 
@@ -216,12 +220,13 @@ def cpp_wrapper_enabled() -> bool:
     return os.environ.get("THUNDERLAB_CPP_WRAPPER", "1").strip().lower() not in ("0", "false", "off", "no")
 
 
-def compile_region(key, region, args, *, elsewhere: bool = False, cpp_wrapper: bool = False):
+def compile_region(key, region, args, *, elsewhere: bool = False, cpp_wrapper: bool = False, fallback=None):
     """(compiled callable, generated kernel source) for a region, memoized by its code and input metadata.
 
     ``elsewhere``: compiled by the worker process when it can take the region (a fast path: see
     compile_process.py); the reason it could not is kept as the callable's ``compiled_here_because``.
-    ``cpp_wrapper``: the module with Inductor's C++ wrapper, from the worker only (``Declined`` where it cannot).
+    ``cpp_wrapper``: the module with Inductor's C++ wrapper, from the worker only (``Declined`` where it cannot);
+    ``fallback`` runs its calls in strides it was not compiled for (see ``_loaded``).
     Inductor's cache directory is its own (TORCHINDUCTOR_CACHE_DIR when set): thunderlab sets nothing in
     os.environ.
     """
@@ -239,7 +244,7 @@ def compile_region(key, region, args, *, elsewhere: bool = False, cpp_wrapper: b
                 raise
             reason = str(e)
         else:
-            return _keep(key, _loaded(region, loaded, cpp_wrapper), source, {}), source
+            return _keep(key, _loaded(region, loaded, cpp_wrapper, fallback), source, {}), source
     from torch._inductor.compile_fx import compile_fx
 
     captured: list = []
@@ -303,15 +308,17 @@ def _missed(e: Exception, cpp_wrapper: bool) -> bool:
     return isinstance(e, AssertionError)
 
 
-def _loaded(region: Trace, call, cpp_wrapper: bool = False):
+def _loaded(region: Trace, call, cpp_wrapper: bool = False, fallback=None):
     """The worker's module for ``region``. Inductor's module checks its inputs' sizes and strides; a call whose
-    strides it was not compiled for runs with torch, and the worker compiles the region again for those strides,
-    in the background: a backward region compiled while the forward ran on the torch executor gets its saved
-    values in other strides once the forward's own kernel runs, and would otherwise run torch on every call.
+    strides it was not compiled for runs with torch (or ``fallback``: the C++ wrapper's module falls back to the
+    region's first module, which runs in more layouts sooner), and the worker compiles the region again for those
+    strides, in the background: a backward region compiled while the forward ran on the torch executor gets its
+    saved values in other strides once the forward's own kernel runs, and would otherwise run torch on every call.
     ``run.layouts`` holds the modules by strides (``PENDING`` while its compile is under way, None when it
-    failed); ``run.fallbacks`` counts the calls torch ran, and ``run.compiling()`` says whether a compile is under
-    way (the executor race leaves out a call that ran torch meanwhile: it timed no kernel)."""
-    eager = None
+    failed); ``run.fallbacks`` counts the calls torch or ``fallback`` ran, and ``run.compiling()`` says whether a
+    compile is under way (the executor race leaves out a call that ran another version meanwhile: it timed no kernel
+    of its own)."""
+    eager = fallback
 
     def compile_for(layout, specs) -> None:
         try:
