@@ -44,7 +44,7 @@ sys.path = [str(ROOT)] + [p for p in sys.path if Path(p or ".").resolve() != ROO
 
 import thunderlab  # noqa: E402
 from benchmarks.paired import describe, interleaved, paired_ratio  # noqa: E402
-from benchmarks.zoo import _step, _unsettled, _wait  # noqa: E402
+from benchmarks.zoo import _step, _unsettled, _wait, live_regions  # noqa: E402
 from tests.zoo.models import ZOO, attn_implementations, inputs, pair  # noqa: E402
 
 VARIANTS = ("eager", "thunderlab", "thunderlab-python", "torch.compile", "torch.compile-cpp")
@@ -80,16 +80,8 @@ class _PythonWrapperOnly:
 
 
 def _races(fn) -> dict:
-    out = {}
-    for i, record in enumerate(fn.records):
-        try:
-            live = thunderlab.session(record)
-        except thunderlab.NotLive:
-            continue
-        for name, region in live.timings().items():
-            race = region.get("race") or {}
-            out[f"{i}:{name}"] = {"running": region["running"], "why": race.get("why")}
-    return out
+    return {f"{i}:{name}": {"running": region["running"], "why": (region.get("race") or {}).get("why")}
+            for i, name, region in live_regions(fn)}
 
 
 def time_model(entry, attn, train: bool, rounds: int) -> dict:

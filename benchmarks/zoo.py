@@ -146,16 +146,22 @@ def _unsettled(fn) -> frozenset:
     those a later call compiled included (a classification model's second call compiles again: transformers'
     loss sets ``config.problem_type`` on the first, and the first record is not called after that)."""
     out = set()
+    for i, name, region in live_regions(fn):
+        race = region.get("race") or {}
+        if race.get("state") in ("waiting", "racing"):
+            out.add((i, name, race["state"], sum(t["count"] for t in race.get("times", {}).values())))
+    return frozenset(out)
+
+
+def live_regions(fn):
+    """(record's index, region's name, its timings) for each region of each live record of a jitted function."""
     for i, record in enumerate(getattr(fn, "records", ())):
         try:
             session = thunderlab.session(record)
         except thunderlab.NotLive:
             continue
         for name, region in session.timings().items():
-            race = region.get("race") or {}
-            if race.get("state") in ("waiting", "racing"):
-                out.add((i, name, race["state"], sum(t["count"] for t in race.get("times", {}).values())))
-    return frozenset(out)
+            yield i, name, region
 
 
 CLOCK = time.thread_time
