@@ -9,6 +9,8 @@ wins, every call gives eager PyTorch's values.
 from __future__ import annotations
 
 import copy
+import os
+import sys
 import threading
 import time
 
@@ -263,3 +265,16 @@ def test_a_later_process_loads_the_cpp_wrapper_module_without_inductors_compiler
     assert all(v == sorted(VERSIONS) for v in second["raced"]), second
     assert all(v == {"inductor": True, "inductor-cpp": True} for v in second["light"]), second
     assert not second["compiler_imported"], second
+
+
+def test_the_worker_compiles_a_cpp_wrapper_at_the_lowest_priority_and_hands_back_its_result_or_error():
+    """A C++ wrapper's long compile must not take a core from the caller's kernels: the worker runs it on a thread at
+    nice 19 (Linux), whose compiler processes inherit it."""
+    def niceness():
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    if sys.platform.startswith("linux"):
+        assert compile_process._at_low_priority(niceness) == 19
+        assert niceness() != 19  # the caller's own thread keeps its priority
+    with pytest.raises(ValueError, match="the compile's own error"):
+        compile_process._at_low_priority(lambda: (_ for _ in ()).throw(ValueError("the compile's own error")))

@@ -821,6 +821,34 @@ def _compile(msg: dict) -> dict:
     return answer
 
 
+def _at_low_priority(fn, *args):
+    """``fn(*args)`` on a thread of its own at the lowest CPU priority, where the system sets it per thread (Linux:
+    the thread's nice value, which the C++ compiler processes it starts inherit); elsewhere as it is.
+
+    A C++ wrapper's compile is long (the C++ compiler on the whole graph, up to a minute) and nothing waits for it:
+    the region runs its first kernel meanwhile. At the caller's priority it would take a core from that kernel's
+    threads, and a kernel built for two threads waits at each barrier for the one the compiler holds (the first
+    kernel of the demo's block ran 10x slower for as long as the compile lasted)."""
+    out: dict = {}
+
+    def run():
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):  # no per-thread priority here: compiled at the worker's
+            pass
+        try:
+            out["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - raised on the worker's main thread below
+            out["error"] = e
+
+    thread = threading.Thread(target=run, name="thunderlab-low-priority-compile")
+    thread.start()
+    thread.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
 def _pick_vec_isa() -> None:
     """Inductor's choice of the CPU's vector instruction set, cached for the process.
 
@@ -875,7 +903,8 @@ def serve() -> None:
     for line in sys.stdin:
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            answer = _compile(json.loads(line))
+            msg = json.loads(line)
+            answer = _at_low_priority(_compile, msg) if msg.get("cpp_wrapper") else _compile(msg)
         except Exception as e:
             answer = {"ok": False, "reason": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
         answer.update(imported_at=imported_at, imported_cpu_s=imported_cpu_s, compile_s=time.perf_counter() - t0,
