@@ -34,6 +34,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/thunderlab_bench_inductor_cache")
 
@@ -60,23 +61,10 @@ def _make(name: str, model):
     return torch.compile(model, options={"cpp_wrapper": True} if name == "torch.compile-cpp" else None)
 
 
-class _PythonWrapperOnly:
-    """While it is entered, regions bound (at their first calls) leave out the C++ wrapper: thunderlab-python's
-    every untimed call runs inside it, so a record a later call compiles is bound the same way."""
-
-    def __init__(self, name: str):
-        self.on = name == "thunderlab-python"
-
-    def __enter__(self):
-        self.before = os.environ.get("THUNDERLAB_CPP_WRAPPER")
-        if self.on:
-            os.environ["THUNDERLAB_CPP_WRAPPER"] = "0"
-
-    def __exit__(self, *exc):
-        if self.before is None:
-            os.environ.pop("THUNDERLAB_CPP_WRAPPER", None)
-        else:
-            os.environ["THUNDERLAB_CPP_WRAPPER"] = self.before
+def _bound_as(name: str):
+    """thunderlab-python's every untimed call runs with THUNDERLAB_CPP_WRAPPER=0, read when a region is bound (at
+    its first call), so a record a later call compiles is bound the same way; the other variants' as they are."""
+    return mock.patch.dict(os.environ, {"THUNDERLAB_CPP_WRAPPER": "0"} if name == "thunderlab-python" else {})
 
 
 def _races(fn) -> dict:
@@ -93,7 +81,7 @@ def time_model(entry, attn, train: bool, rounds: int) -> dict:
     x = inputs(entry, variants["eager"][1], batch=4, length=16)
     first, races = {}, {}
     for name, (fn, model) in variants.items():
-        with _PythonWrapperOnly(name):
+        with _bound_as(name):
             t0 = time.perf_counter()
             _step(fn, model, x, train)
             first[name] = time.perf_counter() - t0

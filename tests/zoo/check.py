@@ -11,12 +11,12 @@ A result is "pass", "wrong" (ran, but a value differs from eager) or "error" (ra
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import time
 import traceback
 from dataclasses import dataclass
+from unittest import mock
 
 import torch
 
@@ -140,7 +140,7 @@ def _train_cpp(entry, model, ref):
     model.train(), ref.train()
     x = inputs(entry, model)
     # read when the program is claimed and when a region is bound, at their first calls
-    with _environ(THUNDERLAB_CPP_WRAPPER="1", THUNDERLAB_EXECUTORS="inductor+torch"):
+    with mock.patch.dict(os.environ, THUNDERLAB_CPP_WRAPPER="1", THUNDERLAB_EXECUTORS="inductor+torch"):
         compiled = thunderlab.jit(model)
         first = None
         for _ in range(2):  # a second call may compile again (transformers' loss sets config.problem_type)
@@ -167,20 +167,6 @@ def _train_cpp(entry, model, ref):
     want.loss.backward()
     _compare_training(entry, model, ref, x, got, want)
     return first
-
-
-@contextlib.contextmanager
-def _environ(**values):
-    before = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _compare_training(entry, model, ref, x, got, want) -> None:

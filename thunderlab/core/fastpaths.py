@@ -34,7 +34,13 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-_enabled = os.environ.get("THUNDERLAB_FAST_PATHS", "1").strip().lower() not in ("0", "false", "off", "no")
+
+def switched_on(name: str) -> bool:
+    """Whether the environment switch ``name`` is on: unset, or anything but 0, false, off or no (any case)."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+_enabled = switched_on("THUNDERLAB_FAST_PATHS")
 
 
 def enabled() -> bool:

@@ -248,8 +248,7 @@ def answers_enabled() -> bool:
     ``THUNDERLAB_WORKER_ANSWERS=0`` is in the environment, or every fast path is off)."""
     from thunderlab.core import fastpaths
 
-    on = os.environ.get("THUNDERLAB_WORKER_ANSWERS", "1").strip().lower() not in ("0", "false", "off", "no")
-    return on and fastpaths.enabled()
+    return fastpaths.switched_on("THUNDERLAB_WORKER_ANSWERS") and fastpaths.enabled()
 
 
 def _answers_dir() -> str:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import threading
 import time
 
@@ -45,7 +44,7 @@ _BUDGET_S = 0.3  # at most about this long timing one shape (fewer calls for lar
 _lock = threading.Lock()
 _choices: dict[tuple, dict] = {}
 _local = threading.local()  # .used: the list ``collecting`` gathers this thread's compile's products into
-_enabled = os.environ.get("THUNDERLAB_ONEDNN_LINEAR", "1") not in ("0", "false", "no", "off")
+_enabled = fastpaths.switched_on("THUNDERLAB_ONEDNN_LINEAR")
 
 
 def available() -> bool:

@@ -118,9 +118,7 @@ class InductorExecutor(FusionExecutor):
             raise RuntimeError("Inductor's C++ wrapper is compiled only by the worker process, in the background")
 
         def in_background(region, args):
-            with _lock:  # the region's first module (compiled before this one), for calls in other strides
-                hit = _compiled.get(_key(region))
-            first = hit[0]() if hit is not None else None
+            first = _cached(_key(region))[0]  # the region's first module (compiled before), for other strides
             return compile_region(_key(region) + (CPP_WRAPPER,), region, args, elsewhere=True, cpp_wrapper=True,
                                   fallback=first)
 
@@ -217,7 +215,7 @@ CPP_WRAPPER = "inductor-cpp"  # the version of a region whose module has Inducto
 def cpp_wrapper_enabled() -> bool:
     """Whether tiered CPU regions race a second kernel with Inductor's C++ wrapper (``THUNDERLAB_CPP_WRAPPER``, on
     unless 0, false, off or no)."""
-    return os.environ.get("THUNDERLAB_CPP_WRAPPER", "1").strip().lower() not in ("0", "false", "off", "no")
+    return fastpaths.switched_on("THUNDERLAB_CPP_WRAPPER")
 
 
 def compile_region(key, region, args, *, elsewhere: bool = False, cpp_wrapper: bool = False, fallback=None):
@@ -230,11 +228,9 @@ def compile_region(key, region, args, *, elsewhere: bool = False, cpp_wrapper: b
     Inductor's cache directory is its own (TORCHINDUCTOR_CACHE_DIR when set): thunderlab sets nothing in
     os.environ.
     """
-    with _lock:
-        hit = _compiled.get(key)
-        fn = hit[0]() if hit is not None else None
+    fn, source = _cached(key)
     if fn is not None:
-        return fn, hit[1]
+        return fn, source
     reason = None
     if elsewhere:
         try:
@@ -272,6 +268,14 @@ def compile_region(key, region, args, *, elsewhere: bool = False, cpp_wrapper: b
     if reason is not None:
         fn = _noted(fn, reason)
     return _keep(key, fn, source, traced.__globals__), source
+
+
+def _cached(key) -> tuple:
+    """(the compiled callable kept for ``key``, its source), or (None, None)."""
+    with _lock:
+        hit = _compiled.get(key)
+    fn = hit[0]() if hit is not None else None
+    return (fn, hit[1]) if fn is not None else (None, None)
 
 
 def _keep(key, fn, source, globals_):

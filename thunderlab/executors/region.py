@@ -357,7 +357,7 @@ class RegionRunner:
             raise ValueError(f"region {self.name} has no version {version!r}; it has {sorted(self.versions)}")
         self._racing = False
         self.fn = fn
-        if version in self.sources:
+        if version in self.sources:  # the code shown is the kernel that runs (the owner's when torch runs)
             self.source = self.sources[version]
         if version != self.version:
             self.version = version
@@ -460,13 +460,7 @@ class RegionRunner:
         if self.race.close():
             self.race.longer()  # the region keeps racing, from where it is
             return
-        self._racing = False
-        self.fn = self.versions[winner]
-        if winner in self.sources:  # the code shown is the kernel that runs (the owner's when torch won)
-            self.source = self.sources[winner]
-        if winner != self.version:
-            self.version = winner
-            self.history.append((time.time(), winner))
+        self.pin(winner)
         # the losing kernels go (torch stays: it is what verification and a re-run start from)
         self.versions = {v: f for v, f in self.versions.items() if v in (winner, "torch")}
         TIMING_LISTENERS(self)  # the sidebar hears the verdict at once
