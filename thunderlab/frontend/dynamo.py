@@ -38,6 +38,7 @@ class Backend:
         weakref.finalize(self, _release, self.graphs)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
+        skip_guard_latency_profile()
         try:
             collapse_attribute_guards()
         except Exception as e:  # an optimization of guards only: the compile goes on with Dynamo's own
@@ -78,6 +79,26 @@ class _Capture:
             if not self.slimmed:
                 self.slimmed = True
                 slim(self.gm)
+
+
+def skip_guard_latency_profile() -> None:
+    """Spare the frame TorchDynamo is compiling its guards' latency measurement, unless its guards log is on.
+
+    After building a frame's guards, TorchDynamo runs them once on the frame's own locals, after flushing the CPU's
+    caches, to log how long they take (``TORCH_LOGS=guards``) and as a check of itself; the flush alone is
+    20-30 ms a captured frame on this machine (``benchmarks/first_call_fresh.py``), a twentieth of a small
+    model's first call. Called by thunderlab's backend while TorchDynamo compiles the frame: it marks the frame's
+    output graph as TorchDynamo's ``export`` does. With TorchDynamo's guards log on, the measurement is made.
+    """
+    try:
+        from torch._dynamo.guards import guards_log
+        from torch._dynamo.symbolic_convert import tls
+
+        output = tls.current_tx.output
+    except (ImportError, AttributeError):  # outside a compile, or a torch that keeps these elsewhere
+        return
+    if hasattr(output, "skip_guards_check") and not guards_log.isEnabledFor(logging.DEBUG):
+        output.skip_guards_check = True
 
 
 def _release(graphs: list[CompiledGraph]) -> None:
