@@ -28,10 +28,8 @@ Run:  .venv/bin/python benchmarks/first_call_fresh.py [--models bert,llama,nanog
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -99,7 +97,7 @@ def run_one(variant: str, model: str, mode: str, env: dict, root: str = ROOT) ->
 
 def main():
     sys.path.insert(0, ROOT)
-    from benchmarks.paired import describe, paired_ratio
+    from benchmarks.paired import describe, paired_ratio, write_report
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=MODELS, help=f"zoo models, comma-separated (default {MODELS})")
@@ -151,19 +149,9 @@ def main():
         if a.against:
             cs = [r["thunderlab / thunderlab@other"]["median"] for r in rows if r["mode"] == mode]
             summary[mode]["geomean thunderlab / thunderlab@other"] = statistics.geometric_mean(cs) if cs else None
-    import torch
-
-    report = {"benchmark": "benchmarks/first_call_fresh.py",
-              "meta": {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       "torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
-                       "threads": 1, "repeats": a.repeats, "inductor_cache": a.cache_dir,
-                       "against": a.against},
-              "summary": summary, "rows": rows}
-    with open(a.out, "w") as f:
-        json.dump(report, f, indent=1)
-    print(json.dumps(summary, indent=1))
-    print("wrote", a.out)
-
+    write_report(a.out, "benchmarks/first_call_fresh.py",
+                 {"threads": 1, "repeats": a.repeats, "inductor_cache": a.cache_dir, "against": a.against},
+                 summary, rows=rows)
 
 if __name__ == "__main__":
     main()

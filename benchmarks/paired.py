@@ -51,3 +51,21 @@ def interleaved(runs: dict[str, Callable[[], object]], rounds: int, *, calls: in
                 sync()
             times[name].append((clock() - t0) / calls)
     return times
+
+
+def write_report(path: str, benchmark: str, meta: dict, summary: dict, **parts) -> None:
+    """Write a benchmark's results as JSON: ``meta`` gains the date, torch, Python and the CPU count; the summary is
+    printed too."""
+    import datetime
+    import json
+    import os
+    import platform
+
+    import torch
+
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "torch": torch.__version__, "python": platform.python_version(), "cpus": os.cpu_count(), **meta}
+    with open(path, "w") as f:
+        json.dump({"benchmark": benchmark, "meta": meta, "summary": summary, **parts}, f, indent=1)
+    print(json.dumps(summary, indent=1))
+    print("wrote", path)

@@ -129,7 +129,8 @@ def run_one(variant: str, case: str, steps: int, wait: float) -> dict:
         out["first_switch_s"] = min(times) if times else None
         out["last_switch_s"] = max(times) if times else None
         # the compile worker's timeline, in seconds from the loop's start (before it: the worker started while the
-        # first call captured): its start, its imports done, each region sent, compiled (its own seconds) and back
+        # first call captured): its start, its imports done, each region asked, sent, compiled (its own seconds) and
+        # back; the C++ wrapper's worker's start and imports
         from thunderlab.executors import compile_process
 
         tl = compile_process.timeline()
@@ -139,9 +140,14 @@ def run_one(variant: str, case: str, steps: int, wait: float) -> dict:
 
         out["worker"] = {"spawned_s": rel(tl["spawned_at"]), "imported_s": rel(tl["imported_at"]),
                          "imported_cpu_s": tl["imported_cpu_s"],
-                         "requests": [{"region": r["region"], "sent_s": rel(r["sent_at"]),
+                         "requests": [{"region": r["region"], "cpp_wrapper": r["cpp_wrapper"],
+                                       "asked_s": rel(r["asked_at"]), "sent_s": rel(r["sent_at"]),
                                        "answered_s": rel(r["answered_at"]), "compile_s": r["compile_s"],
                                        "compile_cpu_s": r["compile_cpu_s"], "ok": r["ok"]} for r in tl["requests"]],
+                         "cpp_worker": tl["cpp_worker"] and {
+                             "spawned_s": rel(tl["cpp_worker"]["spawned_at"]),
+                             "imported_s": rel(tl["cpp_worker"]["imported_at"]),
+                             "imported_cpu_s": tl["cpp_worker"]["imported_cpu_s"]},
                          # regions whose module a worker of an earlier run wrote, loaded with no request
                          "recalled": [{"region": r["region"], "at_s": rel(r["at"])} for r in tl["recalled"]]}
     return out

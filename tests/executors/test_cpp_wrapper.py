@@ -2,15 +2,16 @@
 "Fusion, timings and the tiered start").
 
 Inductor writes each region's module with Python lines that call its kernels and library functions one by one;
-with ``cpp_wrapper`` the same calls are one compiled C++ function. The worker compiles that second module after
-every region's first kernel, and it joins the region's race as the version ``inductor-cpp``. Whichever version
+with ``cpp_wrapper`` the same calls are one compiled C++ function. A second worker process, at the lowest CPU
+priority, compiles that second module after the region's first kernel, and it joins the region's race as the
+version ``inductor-cpp``. Whichever version
 wins, every call gives eager PyTorch's values.
 """
 from __future__ import annotations
 
 import copy
+import json
 import os
-import sys
 import threading
 import time
 
@@ -179,30 +180,50 @@ def test_without_the_switch_or_the_fast_paths_or_tiering_there_is_no_cpp_wrapper
     assert all(set(r.versions) == {"torch", "inductor"} for r in _live(j).regions.values())
 
 
-def test_a_cpp_wrapper_request_waits_until_no_first_kernel_is_waiting(monkeypatch):
-    """A region's second kernel must not hold up another region's first: the worker takes it only when no plain
-    request is waiting or being answered."""
-    order, release = [], threading.Event()
+class _FakeWorker:
+    """A worker process's pipes: each request answered at once, or when ``release`` is set (``held``)."""
 
-    def send_now(msg):
-        order.append(msg["name"])
-        if msg["name"] == "first":
-            release.wait(10)
-        return {"ok": True}
+    def __init__(self, held: bool, release: threading.Event, asked: list):
+        self.held, self.release, self.asked, self.line = held, release, asked, ""
+        self.stdin, self.stdout = self, self
 
-    monkeypatch.setattr(compile_process, "_send_now", send_now)
-    plain = threading.Thread(target=compile_process._send, args=({"name": "first"},))
-    plain.start()
-    while order != ["first"]:
-        time.sleep(0.001)
-    second = threading.Thread(target=compile_process._send, args=({"name": "second", "cpp_wrapper": True},))
-    second.start()
-    time.sleep(0.2)
-    assert order == ["first"]  # the C++ wrapper waits while the first kernel is being answered
-    release.set()
-    plain.join(10)
-    second.join(10)
-    assert order == ["first", "second"]
+    def write(self, line):
+        self.line = line
+
+    def flush(self):
+        self.asked.append(json.loads(self.line)["name"])
+
+    def readline(self):
+        if self.held:
+            self.release.wait(10)
+        return json.dumps({"ok": True, "imported_at": time.time(), "imported_cpu_s": 0.1, "compile_s": 0.0}) + "\n"
+
+
+def test_a_first_kernel_is_answered_while_a_cpp_wrapper_compiles(monkeypatch):
+    """A region's second kernel must not hold up another region's first: C++-wrapper requests go to a worker of
+    their own, and a first kernel asked for while one compiles is answered meanwhile."""
+    release, asked = threading.Event(), []
+    monkeypatch.setattr(compile_process, "_first", compile_process._Worker())
+    monkeypatch.setattr(compile_process, "_second", compile_process._Worker(low_priority=True))
+    monkeypatch.setattr(compile_process, "_requests", [])
+    monkeypatch.setattr(compile_process, "_start", lambda low_priority=False: _FakeWorker(low_priority, release, asked))
+    slow = threading.Thread(target=compile_process._send, args=({"name": "second", "cpp_wrapper": True},))
+    slow.start()
+    try:
+        while asked != ["second"]:
+            time.sleep(0.001)
+        assert compile_process._send({"name": "first"})["ok"]  # answered while the C++ wrapper still compiles
+        assert slow.is_alive()
+        during = compile_process.timeline()
+    finally:
+        release.set()
+        slow.join(10)
+    assert [(q["region"], q["cpp_wrapper"], q["ok"]) for q in during["requests"]] == [
+        ("second", True, False), ("first", False, True)]  # the C++ wrapper's was still unanswered when "first" was
+    tl = compile_process.timeline()
+    assert tl["cpp_worker"] is not None and tl["cpp_worker"]["spawned_at"] <= tl["requests"][0]["sent_at"]
+    assert all(q["asked_at"] <= q["sent_at"] for q in tl["requests"])
+    assert tl["requests"][0]["ok"]  # and answered once released
 
 
 def test_a_call_in_strides_the_module_was_not_compiled_for_runs_another_version_and_any_other_error_is_raised():
@@ -247,7 +268,8 @@ for i, g in enumerate(got):
     torch.testing.assert_close(g, f(*_inputs(i)))
 tl = compile_process.timeline()
 print(json.dumps({"raced": [sorted(r.race.summary()["versions"]) for r in live.regions.values()],
-                  "requests": [[q["region"], q["cpp_wrapper"]] for q in tl["requests"] if q["ok"]],
+                  "requests": [[q["region"], q["cpp_wrapper"], q["asked_at"], q["answered_at"]]
+                               for q in tl["requests"] if q["ok"]],
                   "recalled": [[q["region"], q["cpp_wrapper"]] for q in tl["recalled"]],
                   "light": light, "compiler_imported": "torch._inductor.select_algorithm" in sys.modules}))
 """
@@ -257,24 +279,30 @@ def test_a_later_process_loads_the_cpp_wrapper_module_without_inductors_compiler
     first, second = in_new_processes(PROGRAM, 2, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
                                      THUNDERLAB_WORKER_ANSWERS="1", THUNDERLAB_CPP_WRAPPER="1")
     assert first["raced"] and all(v == sorted(VERSIONS) for v in first["raced"]), first
-    # every region's first kernel, then its C++ wrapper
-    assert {n for n, cpp in first["requests"] if cpp} == {n for n, cpp in first["requests"] if not cpp}, first
-    assert [cpp for _, cpp in first["requests"]] == sorted(cpp for _, cpp in first["requests"]), first
+    # every region's first kernel, then (asked once that was answered) its C++ wrapper
+    answered = {n: at for n, cpp, _, at in first["requests"] if not cpp}
+    asked = {n: at for n, cpp, at, _ in first["requests"] if cpp}
+    assert set(asked) == set(answered) and all(asked[n] >= answered[n] for n in asked), first
     # the second process asks no worker: both modules of every region are recalled and loaded light
-    assert second["requests"] == [] and sorted(second["recalled"]) == sorted(first["requests"]), second
+    assert second["requests"] == [], second
+    assert sorted(second["recalled"]) == sorted([n, cpp] for n, cpp, _, _ in first["requests"]), second
     assert all(v == sorted(VERSIONS) for v in second["raced"]), second
     assert all(v == {"inductor": True, "inductor-cpp": True} for v in second["light"]), second
     assert not second["compiler_imported"], second
 
 
-def test_the_worker_compiles_a_cpp_wrapper_at_the_lowest_priority_and_hands_back_its_result_or_error():
-    """A C++ wrapper's long compile must not take a core from the caller's kernels: the worker runs it on a thread at
-    nice 19 (Linux), whose compiler processes inherit it."""
-    def niceness():
-        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-
-    if sys.platform.startswith("linux"):
-        assert compile_process._at_low_priority(niceness) == 19
-        assert niceness() != 19  # the caller's own thread keeps its priority
-    with pytest.raises(ValueError, match="the compile's own error"):
-        compile_process._at_low_priority(lambda: (_ for _ in ()).throw(ValueError("the compile's own error")))
+@pytest.mark.skipif(not hasattr(os, "nice"), reason="no process priorities here")
+def test_the_cpp_wrappers_worker_runs_at_the_lowest_priority():
+    """A C++ wrapper's long compile must not take a core from the caller's kernels or the first worker's compiles:
+    its worker process runs at nice 19, which the compiler processes it starts inherit."""
+    worker = compile_process._Worker(low_priority=True)
+    worker.start()
+    try:
+        deadline = time.monotonic() + 60
+        while os.getpriority(os.PRIO_PROCESS, worker.proc.pid) != 19 and time.monotonic() < deadline:
+            assert worker.proc.poll() is None, "the worker exited"
+            time.sleep(0.05)
+        assert os.getpriority(os.PRIO_PROCESS, worker.proc.pid) == 19
+        assert os.getpriority(os.PRIO_PROCESS, 0) != 19  # this process keeps its own
+    finally:
+        compile_process._stop(worker.proc)

@@ -151,11 +151,11 @@ def test_binding_a_region_does_not_wait_for_a_compile_in_flight(monkeypatch):
     is running already, must not wait for that request."""
     import threading
 
-    monkeypatch.setattr(compile_process, "_worker", object())  # a worker that is running
+    monkeypatch.setattr(compile_process._first, "proc", object())  # a worker that is running
     held, release = threading.Event(), threading.Event()
 
     def request_in_flight():
-        with compile_process._lock:
+        with compile_process._first.lock:
             held.set()
             release.wait(30)
 
@@ -320,3 +320,27 @@ def test_a_region_that_computes_an_index_from_its_integer_inputs_is_compiled_in_
 
     x, ids = torch.randn(4, 6), torch.ones(4, 5, dtype=torch.long)
     _compiled_in_worker(f, lambda fn: fn(x, ids))
+
+
+def test_a_backward_region_compiles_once_the_backward_returns_without_another_call():
+    """A notebook cell that runs one training step: the backward's regions ran with torch for the first time when the
+    backward returned, and their kernels compile from then on, not at the function's next call (which may never
+    come). Nothing here calls the function again, nor ``session.wait`` (which would start them itself)."""
+    import time
+
+    def f(x, w):
+        return torch.tanh(x @ w).pow(2).sum()
+
+    jf = thunderlab.jit(f, pipeline="dce,cse,autodiff,remat,claim{executors=inductor+torch},fuse,del")
+    x, w = torch.randn(8, 16), torch.randn(16, 16, requires_grad=True)
+    jf(x, w).backward()
+    gw = w.grad.clone()
+    w.grad = None
+    f(x, w).backward()
+    torch.testing.assert_close(gw, w.grad)
+    regions = thunderlab.session(thunderlab.last_record(jf)).regions
+    assert len(regions) == 2, regions  # the forward's region and the backward's
+    deadline = time.monotonic() + 180
+    while not all(r.ready.is_set() for r in regions.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert {name: "inductor" in r.versions for name, r in regions.items()} == dict.fromkeys(regions, True)

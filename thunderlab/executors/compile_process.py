@@ -27,9 +27,11 @@ kernel about as soon as its first call has run. ``THUNDERLAB_WORKER_ANSWERS=0`` 
 
 A request may ask for Inductor's C++ wrapper (``cpp_wrapper=True``): the module then calls its kernels and library
 functions from one compiled C++ function instead of Python lines, which saves a few microseconds a call of each,
-and costs a longer compile (a C++ file of the whole graph, seconds to a minute cold). Such requests wait until
-no plain request is waiting: they are a region's second kernel, raced against its first (see inductor.py), and
-must not hold up another region's first kernel.
+and costs a longer compile (a C++ file of the whole graph, seconds to a minute cold). Such requests go to a second
+worker process, started at the first of them, which runs at the lowest CPU priority (Linux and macOS: its nice
+value, which the C++ compiler processes it starts inherit): they are a region's second kernel, raced against its
+first (see inductor.py), and neither its compile nor its wait may hold up another region's first kernel, which
+the first worker compiles meanwhile. Nothing waits for them: the region runs its first kernel.
 """
 from __future__ import annotations
 
@@ -48,28 +50,88 @@ from thunderlab.core.files import cache_folder, code_identity, write_atomically
 from thunderlab.core.trace import Trace
 from thunderlab.executors import gemm
 
-_lock = threading.Lock()
-_worker: subprocess.Popen | None = None
-# why the worker could not be used at all (it failed to start or died); later compiles stay in this process
-broken: str | None = None
-# when the worker was started (time.time()), and each request: region, sent_at, answered_at, compile_s, ok (see
-# ``timeline``); the worker's own clock says when its imports were done (imported_at)
-_spawned_at: float | None = None
-_imported_at: float | None = None
-_imported_cpu_s: float | None = None  # the worker's CPU seconds until its imports were done
+
+class _Worker:
+    """One worker process: started on first use (or by ``start``), one request at a time, answered in turn.
+
+    ``low_priority``: the process runs at the lowest CPU priority (the C++ wrapper's worker)."""
+
+    def __init__(self, low_priority: bool = False):
+        self.low_priority = low_priority
+        self.lock = threading.Lock()  # held by a request from sending it to its answer
+        self.proc: subprocess.Popen | None = None
+        # why the worker could not be used at all (it failed to start or died); later requests are declined
+        self.broken: str | None = None
+        # when it was started (time.time()); its own clock says when its imports were done, and their CPU seconds
+        self.spawned_at: float | None = None
+        self.imported_at: float | None = None
+        self.imported_cpu_s: float | None = None
+
+    def start(self) -> None:
+        """Start the process now, if it is not running. A running worker returns at once: the lock is held by a
+        request while the worker compiles (seconds, cold), and a later program's first call (the next frame after a
+        graph break) must not wait for it."""
+        if self.proc is not None or self.broken is not None:
+            return
+        with self.lock:
+            self._ensure()
+
+    def _ensure(self) -> None:
+        if self.proc is None and self.broken is None:
+            self.spawned_at = time.time()
+            try:
+                self.proc = _start(self.low_priority)
+            except OSError as e:
+                self.broken = f"the compile worker did not start: {e}"
+
+    def send(self, msg: dict, asked_at: float) -> dict:
+        """``msg`` answered by this worker, once the requests ahead of it are (``Declined`` if it is broken)."""
+        with self.lock:
+            self._ensure()
+            if self.broken is not None:
+                raise Declined(self.broken)
+            entry = {"region": msg["name"], "asked_at": asked_at, "sent_at": time.time(), "answered_at": None,
+                     "compile_s": None, "compile_cpu_s": None, "ok": False, "cpp_wrapper": bool(msg.get("cpp_wrapper"))}
+            _requests.append(entry)
+            try:
+                self.proc.stdin.write(json.dumps(msg) + "\n")
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()  # waits without the interpreter lock
+            except (OSError, ValueError) as e:
+                line, self.broken = "", f"the compile worker failed: {e}"
+            if not line:
+                self.broken = self.broken or f"the compile worker exited (code {self.proc.poll()})"
+                raise Declined(self.broken)
+            answer = json.loads(line)
+            self.imported_at = answer.get("imported_at", self.imported_at)
+            self.imported_cpu_s = answer.get("imported_cpu_s", self.imported_cpu_s)
+            entry.update(answered_at=time.time(), compile_s=answer.get("compile_s"),
+                         compile_cpu_s=answer.get("compile_cpu_s"), ok=bool(answer.get("ok")))
+            return answer
+
+    def times(self) -> dict:
+        return {"spawned_at": self.spawned_at, "imported_at": self.imported_at, "imported_cpu_s": self.imported_cpu_s}
+
+
+_first = _Worker()  # regions' first kernels, and their modules for other strides
+_second = _Worker(low_priority=True)  # the modules with Inductor's C++ wrapper
+# each request (see ``timeline``), both workers'
 _requests: list[dict] = []
-_plain_waiting = 0  # plain requests waiting for the worker or being answered: a C++ wrapper request waits for none
-_idle = threading.Condition()
 _recalled: list[dict] = []  # regions whose module an earlier worker wrote: region, at (see ``_recall``)
 
 
 def _forget_after_fork() -> None:
-    """A forked child (a DataLoader worker, say) must not write into its parent's pipe: it starts its own."""
-    global _lock, _worker, _spawned_at, _imported_at, _imported_cpu_s, _idle, _plain_waiting
-    _lock, _worker, _spawned_at, _imported_at, _imported_cpu_s = threading.Lock(), None, None, None, None
-    _idle, _plain_waiting = threading.Condition(), 0
+    """A forked child (a DataLoader worker, say) must not write into its parent's pipes: it starts its own."""
+    global _first, _second
+    _first, _second = _Worker(), _Worker(low_priority=True)
     _requests.clear()
     _recalled.clear()
+
+
+def unavailable(cpp_wrapper: bool = False) -> str | None:
+    """Why the worker (``cpp_wrapper``: the C++ wrapper's) cannot take requests: it failed to start or died; None
+    while it can."""
+    return (_second if cpp_wrapper else _first).broken
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -364,7 +426,7 @@ def expect(pipeline: str, args, order: tuple[str, ...]) -> None:
 
     from .base import get_executor
 
-    if _worker is not None or broken is not None or not fastpaths.enabled() or "fuse" not in pipeline:
+    if _first.proc is not None or _first.broken is not None or not fastpaths.enabled() or "fuse" not in pipeline:
         return
     named = pipeline.partition("executors=")[2]
     if ("inductor" not in named) if named else ("inductor" not in order):
@@ -387,85 +449,33 @@ def _core_free() -> bool:
 
 def timeline() -> dict:
     """When the worker started and finished its imports, and each region's request, in seconds since the epoch:
-    ``{"spawned_at", "imported_at", "imported_cpu_s", "requests": [{"region", "sent_at", "answered_at",
-    "compile_s", "compile_cpu_s", "ok", "cpp_wrapper"}]}`` (``compile_s``: the worker's own time on the region, the
-    rest of a request's time it waited in line; ``*_cpu_s``: the worker's CPU seconds, which other processes' load
-    changes less; ``cpp_wrapper``: the region's second module, with Inductor's C++ wrapper), and ``"recalled":
-    [{"region", "at", "cpp_wrapper"}]``, the regions whose module a worker of an earlier process wrote, loaded
-    without a request."""
+    ``{"spawned_at", "imported_at", "imported_cpu_s", "requests": [{"region", "asked_at", "sent_at", "answered_at",
+    "compile_s", "compile_cpu_s", "ok", "cpp_wrapper"}]}`` (``asked_at``: when the region asked, ``sent_at``: when the
+    worker took it, after the requests ahead of it; ``compile_s``: the worker's own time on the region, the rest of
+    ``answered_at - sent_at`` it spent reading and writing; ``*_cpu_s``: the worker's CPU seconds, which other
+    processes' load changes less; ``cpp_wrapper``: the region's second module, with Inductor's C++ wrapper, which the
+    second worker compiles), ``"cpp_worker": {"spawned_at", "imported_at", "imported_cpu_s"}``, that second worker's
+    (None until it started), and ``"recalled": [{"region", "at", "cpp_wrapper"}]``, the regions whose module a worker
+    of an earlier process wrote, loaded without a request."""
     # no lock: a request holds it while the worker compiles, and a copy of the list is enough
-    return {"spawned_at": _spawned_at, "imported_at": _imported_at, "imported_cpu_s": _imported_cpu_s,
-            "requests": [dict(r) for r in list(_requests)], "recalled": [dict(r) for r in list(_recalled)]}
+    return {**_first.times(), "requests": [dict(r) for r in list(_requests)],
+            "cpp_worker": _second.times() if _second.spawned_at is not None else None,
+            "recalled": [dict(r) for r in list(_recalled)]}
 
 
 def start() -> None:
-    """Start the worker now, if it is not running: it imports torch and Inductor (seconds) while this process
-    captures and runs the program whose regions it will compile.
-
-    A running worker returns at once: the lock is held by a request while the worker compiles (seconds, cold),
-    and a later program's first call (the next frame after a graph break) must not wait for it."""
-    if _worker is not None or broken is not None:
-        return
-    with _lock:
-        _ensure()
-
-
-def _ensure() -> None:
-    global _worker, broken
-    if _worker is None and broken is None:
-        try:
-            _worker = _start()
-        except OSError as e:
-            broken = f"the compile worker did not start: {e}"
+    """Start the (first) worker now, if it is not running: it imports torch and Inductor (seconds) while this process
+    captures and runs the program whose regions it will compile; a running worker returns at once."""
+    _first.start()
 
 
 def _send(msg: dict) -> dict:
-    global _plain_waiting
-    if msg.get("cpp_wrapper"):  # a second kernel: after every region's first (see the module's docstring)
-        with _idle:
-            _idle.wait_for(lambda: _plain_waiting == 0)
-        return _send_now(msg)
-    with _idle:
-        _plain_waiting += 1
-    try:
-        return _send_now(msg)
-    finally:
-        with _idle:
-            _plain_waiting -= 1
-            _idle.notify_all()
+    return (_second if msg.get("cpp_wrapper") else _first).send(msg, time.time())
 
 
-def _send_now(msg: dict) -> dict:
-    global broken, _imported_at, _imported_cpu_s
-    with _lock:
-        _ensure()
-        if broken is not None:
-            raise Declined(broken)
-        entry = {"region": msg["name"], "sent_at": time.time(), "answered_at": None, "compile_s": None,
-                 "compile_cpu_s": None, "ok": False, "cpp_wrapper": bool(msg.get("cpp_wrapper"))}
-        _requests.append(entry)
-        try:
-            _worker.stdin.write(json.dumps(msg) + "\n")
-            _worker.stdin.flush()
-            line = _worker.stdout.readline()  # waits without the interpreter lock
-        except (OSError, ValueError) as e:
-            line, broken = "", f"the compile worker failed: {e}"
-        if not line:
-            broken = broken or f"the compile worker exited (code {_worker.poll()})"
-            raise Declined(broken)
-        answer = json.loads(line)
-        _imported_at = answer.get("imported_at", _imported_at)
-        _imported_cpu_s = answer.get("imported_cpu_s", _imported_cpu_s)
-        entry.update(answered_at=time.time(), compile_s=answer.get("compile_s"),
-                     compile_cpu_s=answer.get("compile_cpu_s"), ok=bool(answer.get("ok")))
-        return answer
-
-
-def _start() -> subprocess.Popen:
-    global _spawned_at
+def _start(low_priority: bool = False) -> subprocess.Popen:
     from torch._inductor.runtime.cache_dir_utils import cache_dir
 
-    _spawned_at = time.time()
     env = dict(os.environ)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
@@ -474,7 +484,7 @@ def _start() -> subprocess.Popen:
     # AOTAutograd's cache would hand back a wrapped graph without calling the inner compile that the worker
     # reads Inductor's module from; Inductor's own cache (the kernels) still serves
     env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
-    main = "from thunderlab.executors.compile_process import serve; serve()"
+    main = f"from thunderlab.executors.compile_process import serve; serve(low_priority={bool(low_priority)})"
     proc = subprocess.Popen([sys.executable, "-c", main], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, bufsize=1)
     atexit.register(_stop, proc)
@@ -820,34 +830,6 @@ def _compile(msg: dict) -> dict:
     return answer
 
 
-def _at_low_priority(fn, *args):
-    """``fn(*args)`` on a thread of its own at the lowest CPU priority, where the system sets it per thread (Linux:
-    the thread's nice value, which the C++ compiler processes it starts inherit); elsewhere as it is.
-
-    A C++ wrapper's compile is long (the C++ compiler on the whole graph, up to a minute) and nothing waits for it:
-    the region runs its first kernel meanwhile. At the caller's priority it would take a core from that kernel's
-    threads, and a kernel built for two threads waits at each barrier for the one the compiler holds (the first
-    kernel of the demo's block ran 10x slower for as long as the compile lasted)."""
-    out: dict = {}
-
-    def run():
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except (AttributeError, OSError):  # no per-thread priority here: compiled at the worker's
-            pass
-        try:
-            out["value"] = fn(*args)
-        except BaseException as e:  # noqa: BLE001 - raised on the worker's main thread below
-            out["error"] = e
-
-    thread = threading.Thread(target=run, name="thunderlab-low-priority-compile")
-    thread.start()
-    thread.join()
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
-
-
 def _pick_vec_isa() -> None:
     """Inductor's choice of the CPU's vector instruction set, cached for the process.
 
@@ -883,8 +865,16 @@ def _pick_vec_isa() -> None:
         pass
 
 
-def serve() -> None:
-    """The worker's loop: one request a line in, one answer a line out, until the input closes."""
+def serve(low_priority: bool = False) -> None:
+    """The worker's loop: one request a line in, one answer a line out, until the input closes. ``low_priority``:
+    the process (and the C++ compiler processes it starts, which inherit it) runs at the lowest CPU priority, where
+    the system has one (``os.nice``): its compiles take no core from the caller's kernels, nor from the first
+    worker's compiles."""
+    if low_priority:
+        try:
+            os.nice(19)
+        except (AttributeError, OSError):  # no priorities here: compiled at the caller's
+            pass
     out = sys.stdout
     sys.stdout = sys.stderr  # anything a compile prints must not corrupt the answers
     # the vector instruction set's probes (child processes: mostly waiting) overlap the rest of the imports; what
@@ -903,7 +893,7 @@ def serve() -> None:
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             msg = json.loads(line)
-            answer = _at_low_priority(_compile, msg) if msg.get("cpp_wrapper") else _compile(msg)
+            answer = _compile(msg)
         except Exception as e:
             answer = {"ok": False, "reason": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
         answer.update(imported_at=imported_at, imported_cpu_s=imported_cpu_s, compile_s=time.perf_counter() - t0,

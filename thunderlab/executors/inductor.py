@@ -107,10 +107,11 @@ class InductorExecutor(FusionExecutor):
         """A tiered CPU region's second kernel, raced against its first: the same module with Inductor's C++ wrapper
         (``inductor-cpp``), which calls the kernels and library functions from C++ where the first module's Python
         lines call them one by one (a few microseconds each: a tenth of a small model's training step). Its compile
-        takes longer (seconds to a minute, cold), so it comes after the first kernel runs, from the worker process
-        only, behind every region's first kernel; a fast path (``set_fast_paths(False)`` leaves it out, and so does
-        ``THUNDERLAB_CPP_WRAPPER=0`` in the environment)."""
-        if not (options.tiered and fastpaths.enabled() and compile_process.broken is None and cpp_wrapper_enabled()
+        takes longer (seconds to a minute, cold), so it comes after the first kernel runs, from a second worker
+        process only, at the lowest CPU priority, never ahead of another region's first kernel; a fast path
+        (``set_fast_paths(False)`` leaves it out, and so does ``THUNDERLAB_CPP_WRAPPER=0`` in the environment)."""
+        if not (options.tiered and fastpaths.enabled() and cpp_wrapper_enabled()
+                and compile_process.unavailable() is None and compile_process.unavailable(cpp_wrapper=True) is None
                 and all(p.device.type == "cpu" for p in region.tensor_inputs())):
             return ()
 

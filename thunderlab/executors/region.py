@@ -25,6 +25,7 @@ from thunderlab.core.listeners import Listeners
 from .generators import leaving_generators_alone
 
 _pool: ThreadPoolExecutor | None = None
+_rival_pool: ThreadPoolExecutor | None = None
 # set by thunderlab.profile: each region call is then marked for the torch profiler
 PROFILING = threading.Event()
 # the profiler mark around a region's call (``thunderlab.runtime.profile`` files the kernels under it by region);
@@ -86,6 +87,19 @@ def background() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="thunderlab-compile")
         return _pool
+
+
+def background_rivals() -> ThreadPoolExecutor:
+    """The thread that compiles regions' second kernels (their rivals in the race), one region at a time.
+
+    A rival's compile is long (Inductor's C++ wrapper: up to a minute cold) and nothing waits for it, since the
+    region runs its first kernel meanwhile. On ``background``'s threads, two regions waiting for their rivals
+    would hold both, and every later region's first kernel would wait behind them."""
+    global _rival_pool
+    with _pool_lock:
+        if _rival_pool is None:
+            _rival_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thunderlab-compile-rivals")
+        return _rival_pool
 
 
 class Race:
@@ -273,6 +287,10 @@ class RegionRunner:
         self._build(box.pop(), after, on_worker)
 
     def _build(self, args, after: float = 0.0, on_worker: bool = False) -> None:
+        """The owner's kernel, then its rivals': here (``tiered=False``: before the first call returns), or, on the
+        compile thread (``on_worker``), on the rivals' own thread (``background_rivals``) once the owner's kernel
+        runs. ``compile_seconds`` is the owner's compile, what the region waited for a kernel; ``ready`` is set
+        and the race starts once the rivals are compiled too."""
         if after:
             time.sleep(after)  # lets the calling thread return before the compile takes the interpreter lock
         t0 = time.perf_counter()
@@ -280,6 +298,7 @@ class RegionRunner:
         if compile_ is None:  # released while it waited in the queue
             self.ready.set()
             return
+        rivals_later = False
         left_out: dict[str, str] = {}
         try:
             # on the worker, the draws the other threads make meanwhile must stand (see generators.py)
@@ -299,24 +318,51 @@ class RegionRunner:
                     self.fn, self.version = (fn if self._compile is not None else None), self.executor
                     self.history.append((time.time(), self.executor))
                     # the rivals compile after the owner's kernel runs: a region is fused as soon as one kernel is
-                    for name, rival, rival_in_background in self._rivals:
-                        if self._compile is None:
-                            break
-                        try:
-                            rfn, rsource = ((rival_in_background or rival) if on_worker else rival)(args)
-                        except Exception as e:
-                            left_out[name] = f"compile failed: {type(e).__name__}: {e}"
+                    if self._rivals and self._compile is not None:
+                        if on_worker:
+                            self._box = [args]  # emptied by ``release``, as the first compile's box is
+                            background_rivals().submit(self._build_rivals, self._box)
+                            rivals_later = True
                         else:
-                            self.versions[name], self.sources[name] = rfn, rsource
+                            left_out = self._compile_rivals(args, on_worker)
         finally:
             self.compile_seconds = time.perf_counter() - t0
             args = None  # noqa: F841  (the inputs are let go before anyone waiting is told the build is done)
-            if self._race_wanted and self._race_off is None and len(self.versions) > 1 and self._compile is not None:
-                # turns: the owner's kernel, torch, then the rivals' kernels (a tie goes to the earlier)
-                kernels = [v for v in self.versions if v != "torch"]
-                self.race = Race(kernels[:1] + ["torch"] + kernels[1:], RACE_CALLS, left_out)
-                self._racing = True
-            self.ready.set()
+            if not rivals_later:
+                self._built(left_out)
+
+    def _build_rivals(self, box: list) -> None:
+        left_out: dict[str, str] = {}
+        try:
+            if box and self._compile is not None:  # not released while it waited in the queue
+                with leaving_generators_alone():
+                    left_out = self._compile_rivals(box.pop(), on_worker=True)
+        finally:
+            box.clear()
+            self._built(left_out)
+
+    def _compile_rivals(self, args, on_worker: bool) -> dict[str, str]:
+        """Each rival's kernel, kept in ``versions``; why each that failed was left out."""
+        left_out: dict[str, str] = {}
+        for name, rival, rival_in_background in self._rivals:
+            if self._compile is None:
+                break
+            try:
+                rfn, rsource = ((rival_in_background or rival) if on_worker else rival)(args)
+            except Exception as e:
+                left_out[name] = f"compile failed: {type(e).__name__}: {e}"
+            else:
+                self.versions[name], self.sources[name] = rfn, rsource
+        return left_out
+
+    def _built(self, left_out: dict[str, str]) -> None:
+        """Every kernel is compiled (or failed): the race starts where there is one, and ``wait`` returns."""
+        if self._race_wanted and self._race_off is None and len(self.versions) > 1 and self._compile is not None:
+            # turns: the owner's kernel, torch, then the rivals' kernels (a tie goes to the earlier)
+            kernels = [v for v in self.versions if v != "torch"]
+            self.race = Race(kernels[:1] + ["torch"] + kernels[1:], RACE_CALLS, left_out)
+            self._racing = True
+        self.ready.set()
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the fused version is built (or failed), and any compile of it for other input strides

@@ -11,6 +11,7 @@ from thunderlab.core.program import Program
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import tree_flatten
 from thunderlab.executors.base import RunOptions, bind
+from thunderlab.executors.region import PENDING, start_pending
 
 _functorch_active = torch._C._are_functorch_transforms_active
 
@@ -81,6 +82,8 @@ class ProgramFunction(torch.autograd.Function):
         del grads
         ctx.maybe_clear_saved_tensors()  # drops ctx's references; a no-op under retain_graph=True
         result = plan.bw(inputs)
+        if PENDING:  # the backward's regions that ran for the first time: their kernels compile from now on, not
+            start_pending()  # at the next call of the function (a notebook's next cell, or never)
         if plan.dense:
             return (None, *result)  # None: the plan's own gradient
         out = [None] * (1 + plan.n_inputs)
