@@ -199,18 +199,32 @@ class _FakeWorker:
         return json.dumps({"ok": True, "imported_at": time.time(), "imported_cpu_s": 0.1, "compile_s": 0.0}) + "\n"
 
 
-def test_a_first_kernel_is_answered_while_a_cpp_wrapper_compiles(monkeypatch):
+def test_a_cpp_wrapper_is_sent_once_no_first_kernel_is_waiting_and_later_ones_are_answered_while_it_compiles(
+        monkeypatch):
     """A region's second kernel must not hold up another region's first: C++-wrapper requests go to a worker of
-    their own, and a first kernel asked for while one compiles is answered meanwhile."""
-    release, asked = threading.Event(), []
+    their own, sent once the first worker has no request waiting or in hand (its compiles have the cores while it is
+    busy), and a first kernel asked for while one compiles is answered meanwhile."""
+    release, first_release, asked = threading.Event(), threading.Event(), []
+
+    def start(low_priority=False):
+        return _FakeWorker(True, release if low_priority else first_release, asked)
+
     monkeypatch.setattr(compile_process, "_first", compile_process._Worker())
     monkeypatch.setattr(compile_process, "_second", compile_process._Worker(low_priority=True))
     monkeypatch.setattr(compile_process, "_requests", [])
-    monkeypatch.setattr(compile_process, "_start", lambda low_priority=False: _FakeWorker(low_priority, release, asked))
+    monkeypatch.setattr(compile_process, "_start", start)
+    busy = threading.Thread(target=compile_process._send, args=({"name": "busy"},))
+    busy.start()
+    while asked != ["busy"]:
+        time.sleep(0.001)
     slow = threading.Thread(target=compile_process._send, args=({"name": "second", "cpp_wrapper": True},))
     slow.start()
+    time.sleep(0.2)
+    assert asked == ["busy"]  # not sent while the first worker compiles
+    first_release.set()
+    busy.join(10)
     try:
-        while asked != ["second"]:
+        while asked != ["busy", "second"]:
             time.sleep(0.001)
         assert compile_process._send({"name": "first"})["ok"]  # answered while the C++ wrapper still compiles
         assert slow.is_alive()
@@ -219,11 +233,12 @@ def test_a_first_kernel_is_answered_while_a_cpp_wrapper_compiles(monkeypatch):
         release.set()
         slow.join(10)
     assert [(q["region"], q["cpp_wrapper"], q["ok"]) for q in during["requests"]] == [
-        ("second", True, False), ("first", False, True)]  # the C++ wrapper's was still unanswered when "first" was
+        ("busy", False, True), ("second", True, False), ("first", False, True)]  # "second" unanswered yet
     tl = compile_process.timeline()
-    assert tl["cpp_worker"] is not None and tl["cpp_worker"]["spawned_at"] <= tl["requests"][0]["sent_at"]
+    assert tl["cpp_worker"] is not None and tl["cpp_worker"]["spawned_at"] <= tl["requests"][1]["sent_at"]
     assert all(q["asked_at"] <= q["sent_at"] for q in tl["requests"])
-    assert tl["requests"][0]["ok"]  # and answered once released
+    assert tl["requests"][1]["sent_at"] >= tl["requests"][0]["answered_at"]
+    assert tl["requests"][1]["ok"]  # and answered once released
 
 
 def test_a_call_in_strides_the_module_was_not_compiled_for_runs_another_version_and_any_other_error_is_raised():

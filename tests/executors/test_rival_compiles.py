@@ -2,11 +2,25 @@
 rival compiles long must not hold up another region's first kernel, which the compile threads build meanwhile."""
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import torch
 
 from thunderlab.executors import region as region_module
 from thunderlab.executors.region import RegionRunner
+
+
+@pytest.fixture(autouse=True)
+def own_threads(monkeypatch):
+    """Compile threads of these tests' own: a kernel an earlier test left compiling must not take their turns."""
+    pools = (ThreadPoolExecutor(max_workers=2, thread_name_prefix="test-compile"),
+             ThreadPoolExecutor(max_workers=1, thread_name_prefix="test-compile-rivals"))
+    monkeypatch.setattr(region_module, "_pool", pools[0])
+    monkeypatch.setattr(region_module, "_rival_pool", pools[1])
+    yield
+    for pool in pools:
+        pool.shutdown(wait=False)
 
 
 def _runner(name: str, rival_started: threading.Event | None = None, release: threading.Event | None = None):

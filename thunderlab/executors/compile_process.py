@@ -31,7 +31,9 @@ and costs a longer compile (a C++ file of the whole graph, seconds to a minute c
 worker process, started at the first of them, which runs at the lowest CPU priority (Linux and macOS: its nice
 value, which the C++ compiler processes it starts inherit): they are a region's second kernel, raced against its
 first (see inductor.py), and neither its compile nor its wait may hold up another region's first kernel, which
-the first worker compiles meanwhile. Nothing waits for them: the region runs its first kernel.
+the first worker compiles meanwhile. Each is sent when no first-kernel request is waiting or being answered, so
+that the first worker's compiles have the cores while it is busy. Nothing waits for them: the region runs its
+first kernel.
 """
 from __future__ import annotations
 
@@ -115,6 +117,9 @@ class _Worker:
 
 _first = _Worker()  # regions' first kernels, and their modules for other strides
 _second = _Worker(low_priority=True)  # the modules with Inductor's C++ wrapper
+# first-kernel requests waiting for the first worker or being answered; C++-wrapper requests are sent when none is
+_first_busy = 0
+_first_idle = threading.Condition()
 # each request (see ``timeline``), both workers'
 _requests: list[dict] = []
 _recalled: list[dict] = []  # regions whose module an earlier worker wrote: region, at (see ``_recall``)
@@ -122,8 +127,9 @@ _recalled: list[dict] = []  # regions whose module an earlier worker wrote: regi
 
 def _forget_after_fork() -> None:
     """A forked child (a DataLoader worker, say) must not write into its parent's pipes: it starts its own."""
-    global _first, _second
+    global _first, _second, _first_busy, _first_idle
     _first, _second = _Worker(), _Worker(low_priority=True)
+    _first_busy, _first_idle = 0, threading.Condition()
     _requests.clear()
     _recalled.clear()
 
@@ -470,7 +476,23 @@ def start() -> None:
 
 
 def _send(msg: dict) -> dict:
-    return (_second if msg.get("cpp_wrapper") else _first).send(msg, time.time())
+    """``msg`` answered by its worker. A C++-wrapper request is sent once no first-kernel request is waiting or being
+    answered (then it waits for nothing on that account, and first kernels asked for later are answered while it
+    compiles): while the first worker is busy, its compiles have the cores."""
+    global _first_busy
+    asked_at = time.time()
+    if msg.get("cpp_wrapper"):
+        with _first_idle:
+            _first_idle.wait_for(lambda: _first_busy == 0)
+        return _second.send(msg, asked_at)
+    with _first_idle:
+        _first_busy += 1
+    try:
+        return _first.send(msg, asked_at)
+    finally:
+        with _first_idle:
+            _first_busy -= 1
+            _first_idle.notify_all()
 
 
 def _start(low_priority: bool = False) -> subprocess.Popen:
