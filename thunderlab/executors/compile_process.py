@@ -61,6 +61,8 @@ class _Worker:
     def __init__(self, low_priority: bool = False):
         self.low_priority = low_priority
         self.lock = threading.Lock()  # held by a request from sending it to its answer
+        self.waiting = 0  # requests waiting for the lock or holding it
+        self.idle = threading.Condition()  # notified whenever a request is answered (or fails)
         self.proc: subprocess.Popen | None = None
         # why the worker could not be used at all (it failed to start or died); later requests are declined
         self.broken: str | None = None
@@ -88,6 +90,21 @@ class _Worker:
 
     def send(self, msg: dict, asked_at: float) -> dict:
         """``msg`` answered by this worker, once the requests ahead of it are (``Declined`` if it is broken)."""
+        with self.idle:
+            self.waiting += 1
+        try:
+            return self._send(msg, asked_at)
+        finally:
+            with self.idle:
+                self.waiting -= 1
+                self.idle.notify_all()
+
+    def wait_idle(self) -> None:
+        """Until no request is waiting for this worker or being answered by it."""
+        with self.idle:
+            self.idle.wait_for(lambda: self.waiting == 0)
+
+    def _send(self, msg: dict, asked_at: float) -> dict:
         with self.lock:
             self._ensure()
             if self.broken is not None:
@@ -117,9 +134,6 @@ class _Worker:
 
 _first = _Worker()  # regions' first kernels, and their modules for other strides
 _second = _Worker(low_priority=True)  # the modules with Inductor's C++ wrapper
-# first-kernel requests waiting for the first worker or being answered; C++-wrapper requests are sent when none is
-_first_busy = 0
-_first_idle = threading.Condition()
 # each request (see ``timeline``), both workers'
 _requests: list[dict] = []
 _recalled: list[dict] = []  # regions whose module an earlier worker wrote: region, at (see ``_recall``)
@@ -127,9 +141,8 @@ _recalled: list[dict] = []  # regions whose module an earlier worker wrote: regi
 
 def _forget_after_fork() -> None:
     """A forked child (a DataLoader worker, say) must not write into its parent's pipes: it starts its own."""
-    global _first, _second, _first_busy, _first_idle
+    global _first, _second
     _first, _second = _Worker(), _Worker(low_priority=True)
-    _first_busy, _first_idle = 0, threading.Condition()
     _requests.clear()
     _recalled.clear()
 
@@ -479,20 +492,11 @@ def _send(msg: dict) -> dict:
     """``msg`` answered by its worker. A C++-wrapper request is sent once no first-kernel request is waiting or being
     answered (then it waits for nothing on that account, and first kernels asked for later are answered while it
     compiles): while the first worker is busy, its compiles have the cores."""
-    global _first_busy
     asked_at = time.time()
     if msg.get("cpp_wrapper"):
-        with _first_idle:
-            _first_idle.wait_for(lambda: _first_busy == 0)
+        _first.wait_idle()
         return _second.send(msg, asked_at)
-    with _first_idle:
-        _first_busy += 1
-    try:
-        return _first.send(msg, asked_at)
-    finally:
-        with _first_idle:
-            _first_busy -= 1
-            _first_idle.notify_all()
+    return _first.send(msg, asked_at)
 
 
 def _start(low_priority: bool = False) -> subprocess.Popen:
@@ -914,8 +918,7 @@ def serve(low_priority: bool = False) -> None:
     for line in sys.stdin:
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            msg = json.loads(line)
-            answer = _compile(msg)
+            answer = _compile(json.loads(line))
         except Exception as e:
             answer = {"ok": False, "reason": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"}
         answer.update(imported_at=imported_at, imported_cpu_s=imported_cpu_s, compile_s=time.perf_counter() - t0,
