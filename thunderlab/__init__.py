@@ -1,6 +1,7 @@
 """thunderlab: a tracing compiler for PyTorch whose every pass is an inspectable step."""
 from .api import (
     JitFunction,
+    JitModule,
     NotLive,
     RecordFileError,
     bisect,
@@ -25,7 +26,7 @@ from .version import __version__ as __version__
 
 _register_backend()
 
-__all__ = ["DEFAULT_PIPELINE", "JitFunction", "NotLive", "Pass", "Pipeline", "RecordFileError", "bisect",
+__all__ = ["DEFAULT_PIPELINE", "JitFunction", "JitModule", "NotLive", "Pass", "Pipeline", "RecordFileError", "bisect",
            "clear_records", "compare", "jit", "last_record", "last_traces", "load", "profile", "record_to", "records",
            "register_pass", "rerun", "save", "session", "set_fast_paths", "set_limits"]
 

@@ -42,7 +42,12 @@ class JitFunction:
         if not isinstance(fn, torch.nn.Module):
             functools.update_wrapper(self, fn)
 
+    _module = False  # a JitModule's is True
+
     def __call__(self, *args, **kwargs):
+        if self._module and (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
+                             or self._backward_pre_hooks):
+            return torch.nn.Module.__call__(self, *args, **kwargs)  # hooks registered on it run around its forward
         direct = self.direct
         if direct is not None and fastpaths._enabled:  # a fast path (see thunderlab.core.fastpaths)
             if not kwargs:
@@ -75,10 +80,118 @@ class JitFunction:
     def __repr__(self) -> str:
         return f"<thunderlab.jit {self.backend.name} pipeline={self.options.pipeline!r}>"
 
+    def __reduce__(self):
+        """A copy (``copy.deepcopy``, as of a model for its moving average; pickling; ``torch.save``) is a copy of
+        the function or module jitted anew with the same options: records and compiled programs stay with this one."""
+        return _jit_again, (self.fn, self.options, self.direct is not None)
+
+
+def _jit_again(fn, options: Options, direct: bool) -> JitFunction:
+    return (JitModule if isinstance(fn, torch.nn.Module) else JitFunction)(fn, options, direct=direct)
+
+
+# what a JitModule shares with the module it compiles: the same dictionary objects, so that parameters, buffers,
+# submodules and state-dict hooks added or replaced on either are the other's too
+_SHARED = ("_parameters", "_buffers", "_non_persistent_buffers_set", "_modules", "_state_dict_hooks",
+           "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
+# attributes a JitModule keeps for itself; every other attribute set on it is set on the module it compiles
+_OWN = frozenset({"fn", "options", "backend", "_compiled", "direct"})
+
+
+class JitModule(JitFunction, torch.nn.Module):
+    """``thunderlab.jit`` of an ``nn.Module``: a module that runs the compiled program and is otherwise the original.
+
+    It stands in for the module wherever a module goes, as ``model = thunderlab.jit(model)`` in a training script
+    expects: it shares the original's parameters, buffers, submodules and state-dict hooks (the same
+    dictionaries), so ``parameters()``, ``named_modules()``, ``state_dict()`` and ``load_state_dict()`` give and
+    take the original's names, also as a submodule of another (``model.encoder = thunderlab.jit(model.encoder)``);
+    ``train()``, ``eval()``, ``to()`` and ``apply()`` act on the original and return the jitted module; other
+    attributes are read from and set on the original (``fn`` is the original itself). Hooks registered on the
+    jitted module run around the compiled call; the original's own hooks are part of what is compiled.
+    """
+
+    def __init__(self, module: torch.nn.Module, options: Options, direct: bool = True):
+        torch.nn.Module.__init__(self)
+        for name in _SHARED:
+            object.__setattr__(self, name, getattr(module, name))
+        JitFunction.__init__(self, module, options, direct)
+
+    _module = True  # JitFunction.__call__ sends calls to nn.Module's while hooks are registered on it
+
+    def forward(self, *args, **kwargs):  # called by nn.Module's call, between the hooks: through TorchDynamo
+        return through_dynamo(self._compiled, args, kwargs)
+
+    @property
+    def training(self) -> bool:
+        return self.fn.training
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        fn = self.__dict__.get("fn")
+        if fn is not None:  # Module.__init__ sets it before the original is known
+            fn.training = mode
+
+    def train(self, mode: bool = True):
+        self.fn.train(mode)
+        return self
+
+    def apply(self, fn):
+        self.fn.apply(fn)
+        return self
+
+    def _apply(self, fn, recurse=True):  # to(), cuda(), float(), half(), ...: the original's own, which may add work
+        self.fn._apply(fn, recurse)
+        return self
+
+    def state_dict(self, *args, **kwargs):
+        return self.fn.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        return self.fn.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        self.fn._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, *args, **kwargs):  # as a submodule of a module loading a state dict
+        self.fn._load_from_state_dict(*args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return self.fn.extra_repr()
+
+    def __getattr__(self, name: str):
+        try:
+            return torch.nn.Module.__getattr__(self, name)  # the shared parameters, buffers and submodules
+        except AttributeError:
+            fn = self.__dict__.get("fn")
+            if fn is None:
+                raise
+        return getattr(fn, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in _OWN or hasattr(type(self), name) or "fn" not in self.__dict__:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.fn, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in _OWN or name in self.__dict__:
+            object.__delattr__(self, name)
+        else:
+            delattr(self.fn, name)
+
+    def __dir__(self):
+        return sorted(set(dir(self.fn)) | set(object.__dir__(self)))
+
+    def __repr__(self) -> str:
+        return f"thunderlab.jit(pipeline={self.options.pipeline!r}) of {self.fn!r}"
+
 
 def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: bool = True, race: bool = True,
         timing: bool = False, direct: bool = True, keep_inputs: bool = False) -> JitFunction:
     """Compile ``fn`` (a function or nn.Module) with thunderlab; results equal ``fn``'s.
+
+    An nn.Module gives a ``JitModule``: a module that stands in for it (``model = thunderlab.jit(model)``), with
+    its parameters, state dict, ``train()``, ``eval()`` and attributes.
 
     ``pipeline`` is the pass pipeline as text, e.g. ``"dce,cse,claim{executors=inductor+torch},fuse,del"``;
     ``verify=True`` checks every step against eager PyTorch on the first inputs.
@@ -100,8 +213,14 @@ def jit(fn, *, pipeline: str = DEFAULT_PIPELINE, verify: bool = False, tiered: b
     if not isinstance(race, bool):
         raise TypeError(f"thunderlab.jit: race must be True (race each region's versions and keep the fastest) "
                         f"or False (keep the kernel once compiled), not {race!r}")
-    return JitFunction(fn, Options(pipeline=pipeline, verify=verify, tiered=tiered, race=race, timing=timing,
-                                   keep_inputs=keep_inputs), direct=direct)
+    if isinstance(fn, JitFunction):
+        raise TypeError(f"thunderlab.jit: {fn!r} is compiled by thunderlab already; jit the function or module it "
+                        f"compiles ({type(fn).__name__}.fn) to compile it with other options")
+    options = Options(pipeline=pipeline, verify=verify, tiered=tiered, race=race, timing=timing,
+                      keep_inputs=keep_inputs)
+    if isinstance(fn, torch.nn.Module):
+        return JitModule(fn, options, direct=direct)
+    return JitFunction(fn, options, direct=direct)
 
 
 def last_record(jfn: JitFunction) -> CompileRecord:
@@ -178,6 +297,6 @@ def _records_of(jfn) -> list[CompileRecord]:
 
 from_environment()  # THUNDERLAB_RECORDS=DIR: records written as they are made (see record_to)
 
-__all__ = ["JitFunction", "NotLive", "RecordFileError", "SUFFIX", "bisect", "set_fast_paths", "clear_records",
-           "compare", "jit", "last_record", "last_traces", "load", "profile", "record_to", "records", "rerun", "save",
-           "session", "set_limits"]
+__all__ = ["JitFunction", "JitModule", "NotLive", "RecordFileError", "SUFFIX", "bisect", "set_fast_paths",
+           "clear_records", "compare", "jit", "last_record", "last_traces", "load", "profile", "record_to", "records",
+           "rerun", "save", "session", "set_limits"]

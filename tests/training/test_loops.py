@@ -361,3 +361,36 @@ def test_jitted_module_in_a_training_loop_compiles_once_and_its_regions_switch_t
     assert len(jm.records) == 1 and jm.cache_info["misses"] == 1, jm.cache_info
     assert all(r.version == "inductor" for r in thunderlab.session(thunderlab.last_record(jm)).regions.values())
     assert_close_params(eager, compiled, atol=1e-5, rtol=1e-4)
+
+
+def test_a_script_that_replaces_its_model_with_the_jitted_one_trains_as_eager():
+    """nanoGPT's train.py writes ``model = torch.compile(model)`` and then uses ``model`` for everything: the
+    optimizer's parameters, ``train()``/``eval()``, clipping, the checkpoint. ``thunderlab.jit`` stands in the same."""
+    data = batches(6, micro=1)
+    eager, compiled = twins()
+    torch.manual_seed(123)
+    ref, _, ref_evals = train(eager, eager, data, eval_every=3)
+
+    model = thunderlab.jit(compiled)  # from here on the script knows only ``model``
+    assert isinstance(model, nn.Module)
+    torch.manual_seed(123)
+    got, opt, evals = train(model, model, data, eval_every=3)
+    assert got == pytest.approx(ref, rel=1e-4, abs=1e-5)
+    assert evals == pytest.approx(ref_evals, rel=1e-4, abs=1e-5)
+    assert model.training and compiled.training  # train() after the evaluation reached the module itself
+    assert thunderlab.last_record(model).program is not None  # and the calls ran compiled
+
+    buf = io.BytesIO()
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, buf)
+    buf.seek(0)
+    ckpt = torch.load(buf, weights_only=False)
+    assert list(ckpt["model"]) == list(eager.state_dict())  # the module's own names: a checkpoint eager can load
+    plain = TinyGPT().eval()
+    plain.load_state_dict(ckpt["model"])
+    assert_close_params(eager, plain, atol=1e-5, rtol=1e-4)
+    rejitted = thunderlab.jit(TinyGPT())
+    rejitted.load_state_dict(ckpt["model"])
+    rejitted.eval()
+    x, y = data[0][0]
+    with torch.no_grad():
+        torch.testing.assert_close(rejitted(x, y), plain(x, y), atol=1e-5, rtol=1e-4)
