@@ -95,7 +95,7 @@ def _jit_again(fn, options: Options, direct: bool) -> JitFunction:
 _SHARED = ("_parameters", "_buffers", "_non_persistent_buffers_set", "_modules", "_state_dict_hooks",
            "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
 # attributes a JitModule keeps for itself; every other attribute set on it is set on the module it compiles
-_OWN = frozenset({"fn", "options", "backend", "_compiled", "direct"})
+_OWN = frozenset({"fn", "options", "backend", "_compiled", "direct", "forward"})
 
 
 class JitModule(JitFunction, torch.nn.Module):
@@ -115,11 +115,16 @@ class JitModule(JitFunction, torch.nn.Module):
         for name in _SHARED:
             object.__setattr__(self, name, getattr(module, name))
         JitFunction.__init__(self, module, options, direct)
+        compiled = self._compiled
+
+        def forward(*args, **kwargs):  # what nn.Module's call runs between hooks registered on this module
+            return through_dynamo(compiled, args, kwargs)
+
+        # with the original's signature, for those who read it (a Hugging Face Trainer keeps the dataset's columns
+        # that the model's forward names)
+        object.__setattr__(self, "forward", functools.update_wrapper(forward, module.forward))
 
     _module = True  # JitFunction.__call__ sends calls to nn.Module's while hooks are registered on it
-
-    def forward(self, *args, **kwargs):  # called by nn.Module's call, between the hooks: through TorchDynamo
-        return through_dynamo(self._compiled, args, kwargs)
 
     @property
     def training(self) -> bool:

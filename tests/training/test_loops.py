@@ -283,7 +283,7 @@ def test_hugging_face_gpt2_with_padding_mask_and_labels_matches_eager():
     assert_close_params(ref, model, atol=1e-5, rtol=1e-4)
 
 
-def test_hugging_face_trainer_with_the_thunderlab_backend_matches_eager(tmp_path):
+def test_hugging_face_trainer_with_the_thunderlab_backend_or_a_jitted_model_matches_eager(tmp_path):
     # transformers' documented way to bring a compiler of one's own: TrainingArguments(torch_compile_backend=...)
     # takes only the backends accelerate knows, so the model goes to the Trainer compiled; a compiled module's
     # forward takes (*args, **kwargs), so the Trainer must keep the dataset's columns (remove_unused_columns=False)
@@ -300,10 +300,10 @@ def test_hugging_face_trainer_with_the_thunderlab_backend_matches_eager(tmp_path
             ids = torch.randint(0, 64, (12,), generator=torch.Generator().manual_seed(i))
             return {"input_ids": ids, "labels": ids}
 
-    def train(model, out):
+    def train(model, out, keep_columns=False):
         args = TrainingArguments(output_dir=str(tmp_path / out), per_device_train_batch_size=4, max_steps=6,
                                  learning_rate=1e-3, warmup_steps=2, max_grad_norm=1.0, logging_steps=1, seed=0,
-                                 use_cpu=True, report_to=[], save_strategy="no", remove_unused_columns=False,
+                                 use_cpu=True, report_to=[], save_strategy="no", remove_unused_columns=not keep_columns,
                                  dataloader_num_workers=0, disable_tqdm=True)
         trainer = Trainer(model=model, args=args, train_dataset=Tokens())
         trainer.train()
@@ -311,13 +311,25 @@ def test_hugging_face_trainer_with_the_thunderlab_backend_matches_eager(tmp_path
 
     model = gpt2_from_config(n_layer=2, n_embd=32, n_head=2, vocab_size=64).train()  # no dropout
     ref = copy.deepcopy(model)
+    ref_state = copy.deepcopy(model.state_dict())
     start = time.time()
-    losses = train(torch.compile(model, backend="thunderlab"), "compiled")
+    losses = train(torch.compile(model, backend="thunderlab"), "compiled", keep_columns=True)
     # thunderlab compiled the model and its loss as one graph (the loss's once-only warning left out of it)
     # (the registered backend is one for the process: an earlier GPT-2's graphs make this one GPT2LMHeadModel[n])
     assert [r.name.split("[")[0] for r in thunderlab.records() if r.created >= start] == ["GPT2LMHeadModel"]
-    assert losses == pytest.approx(train(ref, "eager"), rel=1e-4, abs=1e-5)
+    ref_losses = train(ref, "eager")
+    assert losses == pytest.approx(ref_losses, rel=1e-4, abs=1e-5)
     assert_close_params(ref, model, atol=1e-5, rtol=1e-4)
+
+    # thunderlab.jit's module as the Trainer's model: its forward has the model's signature, so the Trainer picks
+    # the dataset's columns as for the model itself (remove_unused_columns on, its default)
+    again = gpt2_from_config(n_layer=2, n_embd=32, n_head=2, vocab_size=64).train()
+    again.load_state_dict(ref_state)
+    jitted = thunderlab.jit(again)
+    assert train(jitted, "jit") == pytest.approx(ref_losses, rel=1e-4, abs=1e-5)
+    assert_close_params(ref, again, atol=1e-5, rtol=1e-4)
+    jitted.save_pretrained(tmp_path / "saved")  # the model's own method, through the jitted module
+    assert (tmp_path / "saved" / "config.json").exists()
 
 
 def test_jitted_module_in_a_training_loop_compiles_once_and_its_regions_switch_to_kernels_built_elsewhere():
