@@ -70,12 +70,14 @@ class JitFunction:
     def cache_info(self) -> dict[str, int]:
         """Calls that found a compiled program (``hits``) and that compiled one (``misses``); TorchDynamo's graphs,
         those ending at a graph break and those captured again after a guard failed (each record's capture step
-        says where and why); calls that ran past Dynamo's frame hook (``direct_calls``)."""
+        says where and why); calls that ran past Dynamo's frame hook (``direct_calls``); calls run as TorchDynamo
+        captured their graph because its sizes kept changing (``ran_as_captured``: see ``set_limits(new_sizes=)``)."""
         graphs = self.backend.graphs
         return {"hits": sum(g.hits for g in graphs), "misses": sum(g.misses for g in graphs), "graphs": len(graphs),
                 "graph_breaks": sum(1 for g in graphs if "graph_break" in g.origin),
                 "recompiles": sum(1 for g in graphs if "recompiled_because" in g.origin),
-                "direct_calls": self.direct.hits if self.direct else 0}
+                "direct_calls": self.direct.hits if self.direct else 0,
+                "ran_as_captured": sum(g.as_captured for g in graphs)}
 
     def __repr__(self) -> str:
         return f"<thunderlab.jit {self.backend.name} pipeline={self.options.pipeline!r}>"

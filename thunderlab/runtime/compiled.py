@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +48,10 @@ def _env_int(name: str, default: int) -> int:
 # the process keeps the newest records only, so a kernel that compiles all day stays bounded
 _RECORDS: deque[CompileRecord] = deque(maxlen=_env_int("THUNDERLAB_MAX_RECORDS", 100))
 # each captured graph keeps this many compiled input signatures, the least recently used going first
-_LIMITS = {"shapes": _env_int("THUNDERLAB_MAX_SHAPES", 16)}
+_LIMITS = {"shapes": _env_int("THUNDERLAB_MAX_SHAPES", 16),
+           # a graph with symbolic sizes that meets new sizes on this many calls in a row (a generation loop's
+           # growing cache, a scalar input that changes every call) compiles no more new ones
+           "new_sizes": _env_int("THUNDERLAB_MAX_NEW_SIZES", 4)}
 
 
 def all_records() -> deque[CompileRecord]:
@@ -60,14 +64,17 @@ def clear_records() -> None:
 
 
 def set_limits(*, records: int | None = None, shapes: int | None = None,
-               kernels: int | None = None) -> dict[str, int]:
-    """Set how many records the process keeps, how many input signatures each graph keeps compiled, and how
-    many Inductor region kernels no live function runs stay compiled for reuse (the newest; 0: none).
+               kernels: int | None = None, new_sizes: int | None = None) -> dict[str, int]:
+    """Set how many records the process keeps, how many input signatures each graph keeps compiled, how
+    many Inductor region kernels no live function runs stay compiled for reuse (the newest; 0: none), and after
+    how many calls in a row with new sizes a graph with symbolic sizes stops compiling new ones (``new_sizes``:
+    later calls with sizes it has no program for run the graph as TorchDynamo captured it).
 
     Returns the limits now in force. Lowering ``records`` or ``kernels`` drops the oldest at once.
     """
     global _RECORDS
-    for name, value, least in (("records", records, 1), ("shapes", shapes, 1), ("kernels", kernels, 0)):
+    for name, value, least in (("records", records, 1), ("shapes", shapes, 1), ("kernels", kernels, 0),
+                               ("new_sizes", new_sizes, 1)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < least):
             raise ValueError(f"set_limits: {name} must be a whole number of at least {least}, got {value!r}")
     if records is not None:
@@ -76,7 +83,10 @@ def set_limits(*, records: int | None = None, shapes: int | None = None,
         _LIMITS["shapes"] = shapes
     if kernels is not None:
         inductor.keep_recent(kernels)
-    return {"records": _RECORDS.maxlen, "shapes": _LIMITS["shapes"], "kernels": inductor.recent_limit()}
+    if new_sizes is not None:
+        _LIMITS["new_sizes"] = new_sizes
+    return {"records": _RECORDS.maxlen, "shapes": _LIMITS["shapes"], "kernels": inductor.recent_limit(),
+            "new_sizes": _LIMITS["new_sizes"]}
 
 
 def keep(record: CompileRecord) -> None:
@@ -137,13 +147,18 @@ class CompiledGraph:
     passes as a 0-d tensor) is keyed by its value too. A ``static`` graph (no symbolic sizes)
     is keyed by grad mode alone: TorchDynamo's guards, checked before every call of it,
     already fix the rest.
+
+    Sizes that change on every call (a generation loop's growing cache) would compile a program per call: a
+    graph with symbolic sizes that meets new input signatures on ``new_sizes`` calls in a row (``set_limits``,
+    4 by default) compiles no more new ones, and from then on a call with a signature it has no program for runs
+    the graph as TorchDynamo captured it (eager PyTorch, counted in ``as_captured``), once saying so in a warning.
     """
 
     # no instance __dict__: TorchDynamo wraps the graph with functools.wraps, which copies an instance's
     # __dict__ into the wrapper, and the copy would keep what ``release`` lets go of for as long as Dynamo
     # keeps the wrapper (in the compiled function's module globals, which can be for good)
     __slots__ = ("capture", "static", "value_inputs", "options", "name", "graph_index", "eager", "cache", "hits",
-                 "misses", "records", "made", "origin", "__weakref__")
+                 "misses", "records", "made", "origin", "new_in_a_row", "as_captured", "__weakref__")
 
     def __init__(self, capture: Callable, options: Options, name: str = "graph", graph_index: int = 0,
                  eager: Callable | None = None, static: bool = False, value_inputs: tuple[int, ...] = (),
@@ -163,6 +178,8 @@ class CompiledGraph:
         self.misses = 0
         self.records: list[CompileRecord] = []
         self.made: set[int] = set()  # the uid of every record this graph made, for ``release``
+        self.new_in_a_row = 0  # calls in a row with a signature not compiled (up to the new_sizes limit)
+        self.as_captured = 0  # calls run as TorchDynamo captured the graph, once its sizes kept changing
 
     def __call__(self, *args):
         if self.static:
@@ -172,11 +189,17 @@ class CompiledGraph:
         entry = self.cache.get(key)
         if entry is None:
             self.misses += 1
+            if not self.static:
+                if self.new_in_a_row >= _LIMITS["new_sizes"] and self.eager is not None:
+                    return self._run_as_captured(args)
+                self.new_in_a_row += 1
             entry = self.compile(args, key)
         else:
             self.hits += 1
             if not self.static:
                 self.cache.move_to_end(key)
+                if self.new_in_a_row < _LIMITS["new_sizes"]:
+                    self.new_in_a_row = 0
             if entry.written and overlap_with((*args, *entry.lifted), entry.written):
                 entry = self.compile(args, key)  # the lowering names the inputs that overlap
         if PROFILING.is_set():  # thunderlab.profile: the kernels of this call are filed under its record
@@ -187,6 +210,17 @@ class CompiledGraph:
         if PENDING:  # regions that ran for the first time: their fused kernels compile from now on
             start_pending()
         return out
+
+    def _run_as_captured(self, args):
+        if not self.as_captured:
+            warnings.warn(
+                f"thunderlab: {self.name}: {self.new_in_a_row} calls in a row came with input sizes or values not "
+                f"compiled before (its graph has symbolic sizes, and thunderlab compiles one program per signature): "
+                f"from now on calls with a new signature run the graph as TorchDynamo captured it, and the "
+                f"{len(self.cache)} compiled ones stay compiled (thunderlab.set_limits(new_sizes=...) changes how many "
+                f"new signatures in a row this allows)", stacklevel=3)
+        self.as_captured += 1
+        return self.eager(*args)
 
     def entry_now(self) -> _Entry | None:
         """The entry a call made now would run, where its inputs play no part in choosing it, or None.
