@@ -344,3 +344,38 @@ def test_a_backward_region_compiles_once_the_backward_returns_without_another_ca
     while not all(r.ready.is_set() for r in regions.values()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert {name: "inductor" in r.versions for name, r in regions.items()} == dict.fromkeys(regions, True)
+
+
+def test_a_worker_that_dies_before_its_first_answer_is_started_once_more(monkeypatch):
+    """A worker whose imports fail would leave every later region of the process without its kernels: its process
+    is started once more, and the timeline says why. A second death is final."""
+    real_start = compile_process._start
+    starts = []
+
+    def dying_then_real(low_priority=False):
+        starts.append(low_priority)
+        if len(starts) == 1:  # exits as a worker whose import failed does
+            return subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True, bufsize=1)
+        return real_start(low_priority)
+
+    monkeypatch.setattr(compile_process, "_start", dying_then_real)
+    worker = compile_process._Worker()
+    try:
+        answer = worker.send({"name": "not a region"}, asked_at=0.0)  # declined by the worker, but answered
+        assert answer["ok"] is False and answer["imported_at"] is not None
+        assert len(starts) == 2 and worker.broken is None
+        assert worker.times()["restarted_because"] == "the compile worker exited (code 3)"
+    finally:
+        compile_process._stop(worker.proc)
+
+    def always_dying(low_priority=False):
+        starts.append(low_priority)
+        return subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(4)"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    monkeypatch.setattr(compile_process, "_start", always_dying)
+    worker, starts[:] = compile_process._Worker(), []
+    with pytest.raises(compile_process.Declined, match=r"exited \(code 4\)"):
+        worker.send({"name": "not a region"}, asked_at=0.0)
+    assert len(starts) == 2 and worker.broken == "the compile worker exited (code 4)"

@@ -70,6 +70,7 @@ class _Worker:
         self.spawned_at: float | None = None
         self.imported_at: float | None = None
         self.imported_cpu_s: float | None = None
+        self.restarted_because: str | None = None  # why its first process died before answering, if it did
 
     def start(self) -> None:
         """Start the process now, if it is not running. A running worker returns at once: the lock is held by a
@@ -112,14 +113,15 @@ class _Worker:
             entry = {"region": msg["name"], "asked_at": asked_at, "sent_at": time.time(), "answered_at": None,
                      "compile_s": None, "compile_cpu_s": None, "ok": False, "cpp_wrapper": bool(msg.get("cpp_wrapper"))}
             _requests.append(entry)
-            try:
-                self.proc.stdin.write(json.dumps(msg) + "\n")
-                self.proc.stdin.flush()
-                line = self.proc.stdout.readline()  # waits without the interpreter lock
-            except (OSError, ValueError) as e:
-                line, self.broken = "", f"the compile worker failed: {e}"
+            line = self._exchange(msg)
+            while not line and self.imported_at is None and self.restarted_because is None:
+                # a worker that dies before its first answer (it failed to import) is started once more: once it
+                # is broken, every later region of this process goes without its kernels
+                self.restarted_because, self.proc = self.broken, None
+                self.broken = None
+                self._ensure()
+                line = "" if self.broken else self._exchange(msg)
             if not line:
-                self.broken = self.broken or f"the compile worker exited (code {self.proc.poll()})"
                 raise Declined(self.broken)
             answer = json.loads(line)
             self.imported_at = answer.get("imported_at", self.imported_at)
@@ -128,8 +130,25 @@ class _Worker:
                          compile_cpu_s=answer.get("compile_cpu_s"), ok=bool(answer.get("ok")))
             return answer
 
+    def _exchange(self, msg: dict) -> str:
+        """The worker's answer to ``msg`` as a line, or "" with ``broken`` saying why there is none."""
+        try:
+            self.proc.stdin.write(json.dumps(msg) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()  # waits without the interpreter lock
+        except (OSError, ValueError) as e:
+            line, self.broken = "", f"the compile worker failed: {e}"
+        if not line and self.broken is None:
+            try:
+                code = self.proc.wait(timeout=5)  # its output closed: it is exiting
+            except subprocess.TimeoutExpired:
+                code = None
+            self.broken = f"the compile worker exited (code {code})"
+        return line
+
     def times(self) -> dict:
-        return {"spawned_at": self.spawned_at, "imported_at": self.imported_at, "imported_cpu_s": self.imported_cpu_s}
+        return {"spawned_at": self.spawned_at, "imported_at": self.imported_at, "imported_cpu_s": self.imported_cpu_s,
+                "restarted_because": self.restarted_because}
 
 
 _first = _Worker()  # regions' first kernels, and their modules for other strides
@@ -474,8 +493,9 @@ def timeline() -> dict:
     ``answered_at - sent_at`` it spent reading and writing; ``*_cpu_s``: the worker's CPU seconds, which other
     processes' load changes less; ``cpp_wrapper``: the region's second module, with Inductor's C++ wrapper, which the
     second worker compiles), ``"cpp_worker": {"spawned_at", "imported_at", "imported_cpu_s"}``, that second worker's
-    (None until it started), and ``"recalled": [{"region", "at", "cpp_wrapper"}]``, the regions whose module a worker
-    of an earlier process wrote, loaded without a request."""
+    (None until it started), ``restarted_because`` (each worker's: why its first process died before its first answer,
+    after which it was started once more), and ``"recalled": [{"region", "at", "cpp_wrapper"}]``, the regions whose
+    module a worker of an earlier process wrote, loaded without a request."""
     # no lock: a request holds it while the worker compiles, and a copy of the list is enough
     return {**_first.times(), "requests": [dict(r) for r in list(_requests)],
             "cpp_worker": _second.times() if _second.spawned_at is not None else None,
