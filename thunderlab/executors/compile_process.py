@@ -114,11 +114,11 @@ class _Worker:
                      "compile_s": None, "compile_cpu_s": None, "ok": False, "cpp_wrapper": bool(msg.get("cpp_wrapper"))}
             _requests.append(entry)
             line = self._exchange(msg)
-            while not line and self.imported_at is None and self.restarted_because is None:
+            if not line and self.imported_at is None and self.restarted_because is None:
                 # a worker that dies before its first answer (it failed to import) is started once more: once it
                 # is broken, every later region of this process goes without its kernels
-                self.restarted_because, self.proc = self.broken, None
-                self.broken = None
+                _stop(self.proc)  # its pipes closed, its exit collected
+                self.restarted_because, self.proc, self.broken = self.broken, None, None
                 self._ensure()
                 line = "" if self.broken else self._exchange(msg)
             if not line:
