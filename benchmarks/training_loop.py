@@ -4,6 +4,8 @@ The loop is nanoGPT's (tests/training/test_loops.py: TinyGPT, AdamW with weight 
 learning rate, gradient clipping at 1.0, dropout 0.1), 45 steps of one batch each, one torch thread. Two cases:
   * fixed    every batch has the longest sequence length;
   * varying  three sequence lengths in turn (each compiler sees three shapes);
+  * bucketed eight sequence lengths in turn, 8 to 64 (what padding each batch to a multiple of 8 gives):
+             more lengths than thunderlab's new-sizes limit (4) meets in a row;
   * evaluated  the longest length, every tenth batch of 3 sequences instead of 8 (a dataset's smaller last batch)
              and after it an evaluation of the first batch (model.eval(), torch.no_grad(), then model.train()):
              each compiler meets a new batch size and a new grad mode, and the step's time includes the evaluation.
@@ -51,7 +53,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VARIANTS = ("eager", "jit", "tc_thunderlab", "jit_untiered", "tc_inductor")
-CASES = {"fixed": (64,), "varying": (32, 48, 64), "evaluated": (64,)}
+CASES = {"fixed": (64,), "varying": (32, 48, 64), "evaluated": (64,), "bucketed": tuple(range(8, 65, 8))}
 EVALUATE_EVERY = 10  # the "evaluated" case: every tenth batch is SMALL_BATCH sequences, and an evaluation follows it
 SMALL_BATCH = 3
 MODEL = dict(vocab=128, n_embd=64, n_head=4, n_layer=2, block=64, dropout=0.1)
@@ -116,6 +118,8 @@ def run_one(variant: str, case: str, steps: int, wait: float) -> dict:
         recs = thunderlab.records()
         at_end = switched_by_step[-1]
         out.update(records=len(recs), switched_at_end=at_end[0], regions=at_end[1], switched_by_step=switched_by_step)
+        if variant != "tc_thunderlab":  # calls run as TorchDynamo captured them (sizes past the new-sizes limit)
+            out["cache_info"] = run.cache_info
         deadline = time.perf_counter() + wait
         for rec in recs:  # regions still compiling: when they switch, even after the loop (up to --wait seconds)
             thunderlab.session(rec).wait(max(0.0, deadline - time.perf_counter()))
@@ -309,7 +313,8 @@ def main() -> None:
             print(f"{case:8s} {variant:14s} " + (
                 f"loop {r['loop_s']:.2f}s steady {r['steady_step_s'] * 1e3:.1f}ms"
                 + (f" switched {r['switched_at_end']}/{r['regions']} at end, last switch {r['last_switch_s']}s,"
-                   f" records {r['records']}" if "regions" in r else "")
+                   f" records {r['records']}" + (f", as captured {r['cache_info']['ran_as_captured']}"
+                                                 if "cache_info" in r else "") if "regions" in r else "")
                 if "loop_s" in r else r["error"]) + f"  load {load_before[0]:.1f}", flush=True)
         eager = results[case].get("eager", {})
         for r in results[case].values():

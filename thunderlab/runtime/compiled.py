@@ -50,7 +50,8 @@ _RECORDS: deque[CompileRecord] = deque(maxlen=_env_int("THUNDERLAB_MAX_RECORDS",
 # each captured graph keeps this many compiled input signatures, the least recently used going first
 _LIMITS = {"shapes": _env_int("THUNDERLAB_MAX_SHAPES", 16),
            # a graph with symbolic sizes that meets new sizes on this many calls in a row (a generation loop's
-           # growing cache, a scalar input that changes every call) compiles no more new ones
+           # growing cache, a scalar input that changes every call) compiles no more new ones at once: in grad mode
+           # a size that recurs (padded lengths) compiles once its calls have taken as long as a compile
            "new_sizes": _env_int("THUNDERLAB_MAX_NEW_SIZES", 4)}
 
 
@@ -67,8 +68,10 @@ def set_limits(*, records: int | None = None, shapes: int | None = None,
                kernels: int | None = None, new_sizes: int | None = None) -> dict[str, int]:
     """Set how many records the process keeps, how many input signatures each graph keeps compiled, how
     many Inductor region kernels no live function runs stay compiled for reuse (the newest; 0: none), and after
-    how many calls in a row with new sizes a graph with symbolic sizes stops compiling new ones (``new_sizes``:
-    later calls with sizes it has no program for run the graph as TorchDynamo captured it).
+    how many calls in a row with new sizes a graph with symbolic sizes stops compiling new ones at once
+    (``new_sizes``: later calls with sizes it has no program for run the graph as TorchDynamo captured it, and in
+    grad mode sizes that come again compile once their calls have taken as long as a compile, while the graph
+    keeps fewer than ``shapes``).
 
     Returns the limits now in force. Lowering ``records`` or ``kernels`` drops the oldest at once.
     """
@@ -150,15 +153,24 @@ class CompiledGraph:
 
     Sizes that change on every call (a generation loop's growing cache) would compile a program per call: a
     graph with symbolic sizes that meets new input signatures on ``new_sizes`` calls in a row (``set_limits``,
-    4 by default) compiles no more new ones, and from then on a call with a signature it has no program for runs
-    the graph as TorchDynamo captured it (eager PyTorch, counted in ``as_captured``), once saying so in a warning.
+    4 by default) compiles no more new ones at once. From then on a call with a signature it has no program for
+    runs the graph as TorchDynamo captured it (eager PyTorch, counted in ``as_captured``), once saying so in a
+    warning. In grad mode, a signature that comes again (a training loop's lengths padded to a multiple of 8)
+    compiles once its calls run as captured have taken as long as one of this graph's compiles takes on average
+    (renting until the rent paid equals the price, then buying: never more than twice the time the best choice
+    made in hindsight would have spent, were a compile's time all it cost), while the cache has room for it
+    (``shapes``); a full cache evicts none for it. Without grad (a generation's cache lengths, which recur once
+    per generation) they keep running as captured: a decode call's rent is small against what a compile costs
+    beyond its own time (the kernels' builds and race), and compiling them measured slower over hundreds of
+    generations (``benchmarks/generation.py``).
     """
 
     # no instance __dict__: TorchDynamo wraps the graph with functools.wraps, which copies an instance's
     # __dict__ into the wrapper, and the copy would keep what ``release`` lets go of for as long as Dynamo
     # keeps the wrapper (in the compiled function's module globals, which can be for good)
     __slots__ = ("capture", "static", "value_inputs", "options", "name", "graph_index", "eager", "cache", "hits",
-                 "misses", "records", "made", "origin", "new_in_a_row", "as_captured", "__weakref__")
+                 "misses", "records", "made", "origin", "new_in_a_row", "as_captured", "as_captured_s", "compile_s",
+                 "compiles", "__weakref__")
 
     def __init__(self, capture: Callable, options: Options, name: str = "graph", graph_index: int = 0,
                  eager: Callable | None = None, static: bool = False, value_inputs: tuple[int, ...] = (),
@@ -180,6 +192,11 @@ class CompiledGraph:
         self.made: set[int] = set()  # the uid of every record this graph made, for ``release``
         self.new_in_a_row = 0  # calls in a row with a signature not compiled (up to the new_sizes limit)
         self.as_captured = 0  # calls run as TorchDynamo captured the graph, once its sizes kept changing
+        # past the limit: the seconds each signature's calls ran as captured, the newest last (compiled once they
+        # reach what a compile costs: the seconds this graph's compiles took, and how many there were)
+        self.as_captured_s: OrderedDict[tuple, float] = OrderedDict()
+        self.compile_s = 0.0
+        self.compiles = 0
 
     def __call__(self, *args):
         if self.static:
@@ -190,9 +207,10 @@ class CompiledGraph:
         if entry is None:
             self.misses += 1
             if not self.static:
-                if self.new_in_a_row >= _LIMITS["new_sizes"] and self.eager is not None:
-                    return self._run_as_captured(args)
-                self.new_in_a_row += 1
+                if self.new_in_a_row < _LIMITS["new_sizes"] or self.eager is None:
+                    self.new_in_a_row += 1
+                elif not self._worth_compiling(key):
+                    return self._run_as_captured(args, key)
             entry = self.compile(args, key)
         else:
             self.hits += 1
@@ -211,16 +229,38 @@ class CompiledGraph:
             start_pending()
         return out
 
-    def _run_as_captured(self, args):
+    def _worth_compiling(self, key) -> bool:
+        """Past the new-sizes limit: whether ``key``'s signature has run as captured in grad mode for as long as a
+        compile of this graph takes on average, and the cache has room for one more program."""
+        spent = self.as_captured_s.get(key)
+        if spent is None or len(self.cache) >= _LIMITS["shapes"] or spent < self.price():
+            return False
+        del self.as_captured_s[key]
+        return True
+
+    def price(self) -> float:
+        """What compiling one more signature is taken to cost: the seconds this graph's compiles took on average."""
+        return self.compile_s / max(1, self.compiles)
+
+    def _run_as_captured(self, args, key):
         if not self.as_captured:
             warnings.warn(
                 f"thunderlab: {self.name}: {self.new_in_a_row} calls in a row came with input sizes or values not "
                 f"compiled before (its graph has symbolic sizes, and thunderlab compiles one program per signature): "
-                f"from now on calls with a new signature run the graph as TorchDynamo captured it, and the "
-                f"{len(self.cache)} compiled ones stay compiled (thunderlab.set_limits(new_sizes=...) changes how many "
-                f"new signatures in a row this allows)", stacklevel=3)
+                f"from now on a call with a new signature runs the graph as TorchDynamo captured it, in grad mode a "
+                f"signature that comes again compiles once its calls have taken as long as a compile, while the cache "
+                f"has room (thunderlab.set_limits(shapes=...)), "
+                f"and the {len(self.cache)} compiled ones stay compiled (thunderlab.set_limits(new_sizes=...) changes "
+                f"how many new signatures in a row this allows)", stacklevel=3)
         self.as_captured += 1
-        return self.eager(*args)
+        if not key[0]:  # without grad no rent is kept: such a signature stays as captured (see the class)
+            return self.eager(*args)
+        t0 = time.perf_counter()
+        out = self.eager(*args)
+        self.as_captured_s[key] = self.as_captured_s.pop(key, 0.0) + time.perf_counter() - t0  # the newest last
+        while len(self.as_captured_s) > 4 * _LIMITS["shapes"]:
+            self.as_captured_s.popitem(last=False)
+        return out
 
     def entry_now(self) -> _Entry | None:
         """The entry a call made now would run, where its inputs play no part in choosing it, or None.
@@ -245,6 +285,7 @@ class CompiledGraph:
             if s.family in self.made:
                 end(s)
         self.cache.clear()
+        self.as_captured_s.clear()
         self.records = []
         self.made = set()
         self.capture = self.eager = None
@@ -260,9 +301,12 @@ class CompiledGraph:
         if len(self.records) > 2 * _LIMITS["shapes"]:  # failed compiles have no cache entry to evict with
             self.records.pop(0)
         _RECORDS.append(record)
+        t0 = time.perf_counter()
         try:
             return self._compile(record, args, key)
         finally:
+            self.compile_s += time.perf_counter() - t0
+            self.compiles += 1
             record.close()  # complete, made or failed (see CompileRecord.close)
             _announce(record)
 
