@@ -221,6 +221,29 @@ def test_variable_sequence_lengths_match_eager(how):
     assert_close_params(eager, compiled, atol=1e-5, rtol=1e-4)
 
 
+def test_eight_padded_lengths_train_as_eager_as_captured_and_compiled(monkeypatch):
+    """Eight lengths in turn (2 to 16, as padding to a multiple of 2 gives): past the new-sizes limit some steps run
+    the graph as captured, and each length that comes again compiles (compiles priced at nothing, so on its second
+    step); every step matches eager."""
+    from thunderlab.runtime.compiled import CompiledGraph
+
+    monkeypatch.setattr(CompiledGraph, "price", lambda self: 0.0)
+    jitted = []
+
+    def compile_(m):
+        jitted.append(thunderlab.jit(m))
+        return jitted[0]
+
+    with pytest.warns(UserWarning, match="calls in a row"):
+        (eager, (ref, _, _)), (compiled, (got, _, _)) = run_both(compile_, batches(24, micro=1,
+                                                                                   lengths=tuple(range(2, 17, 2))))
+    assert got == pytest.approx(ref, rel=1e-4, abs=1e-5)
+    assert_close_params(eager, compiled, atol=1e-5, rtol=1e-4)
+    # 2 first (a static graph), 4 to 10 compiled, 12 to 16 and then 2 on the symbolic graph as captured once each
+    # and compiled when they came again
+    assert jitted[0].cache_info["ran_as_captured"] == 4 and len(jitted[0].records) == 9
+
+
 @pytest.mark.parametrize("how", COMPILERS)
 def test_eval_mode_between_training_steps_matches_eager(how):
     (eager, (ref, _, ref_evals)), (compiled, (got, _, evals)) = run_both(COMPILERS[how], batches(4, micro=1),
