@@ -1,7 +1,7 @@
 // Tests the sidebar's models and pure logic (src/lab/pure.ts); `npm test` builds build-test/lab.mjs first.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { classify, moved, originTag, parsePipeline, printPipeline, PipelineModel, stepOf, RecordsModel, visibleRows,
+import { capturedTag, classify, moved, originTag, parsePipeline, printPipeline, PipelineModel, stepOf, RecordsModel, visibleRows,
   TimingsModel, timingRows, totalCalls } from "../build-test/lab.mjs";
 import { alignLines } from "../build-test/textdiff.mjs";
 
@@ -147,4 +147,14 @@ test("a record's row says what made its graph: compiled again, or cut by graph b
   assert.equal(originTag(o(true, true, false)), "between graph breaks");
   assert.equal(originTag(o(false, false, true)), "compiled again");
   assert.equal(originTag(o(true, false, true)), "compiled again, up to a graph break");
+});
+
+test("a record's row says how many calls its graph ran as captured, and why, or nothing", () => {
+  assert.deepEqual(capturedTag(0), { text: "", title: "" });
+  assert.deepEqual(capturedTag(undefined), { text: "", title: "" });  // a kernel of an older thunderlab sends none
+  assert.equal(capturedTag(1).text, "1 call as captured");
+  const t = capturedTag(712);
+  assert.equal(t.text, "712 calls as captured");
+  assert.match(t.title, /sizes kept changing/);
+  assert.match(t.title, /set_limits\(new_sizes=/);
 });

@@ -1,5 +1,6 @@
 """The sidebar protocol without a browser: declared messages answered, everything else refused by name."""
 import gc
+import time
 from collections import deque
 
 import pytest
@@ -58,6 +59,44 @@ def test_records_list_newest_first_filtered_and_paged(handler):
     assert [r["name"] for r in rows] == ["alphabet", "beta", "alpha"]
     page = _ask(handler, "records.list", filter="ALPHA", offset=1, limit=1)
     assert page["total"] == 2 and [r["name"] for r in page["records"]] == ["alpha"]
+
+
+def test_a_graph_whose_sizes_kept_changing_says_on_its_newest_row_how_many_calls_ran_as_captured(handler):
+    def growing(x):
+        return x.cumsum(0) * 2
+
+    jf = thunderlab.jit(growing, pipeline=PIPE)
+    with pytest.warns(UserWarning, match="calls in a row"), torch.no_grad():
+        for n in range(2, 12):  # 2 static, 3 to 6 compiled, the other five run as captured
+            jf(torch.randn(n))
+    rows = _ask(handler, "records.list")["records"]
+    assert [r["as_captured"] for r in rows] == [5, 0, 0, 0, 0]  # newest first: the graph's newest record says it
+    other = _compile("other")
+    assert [r["as_captured"] for r in _ask(handler, "records.list")["records"]] == [0, 5, 0, 0, 0, 0]
+    assert handler.sent[-2]["type"] == "record.new" and handler.sent[-2]["as_captured"] == 0
+    del jf, other
+
+
+def test_calls_run_as_captured_push_their_row_again_the_last_count_last(handler, monkeypatch):
+    monkeypatch.setattr(compiled, "CAPTURED_LISTENERS", Listeners("a call run as captured"))
+    compiled.CAPTURED_LISTENERS.add(handler.on_captured)
+
+    def growing(x):
+        return x.cumsum(0) * 2
+
+    jf = thunderlab.jit(growing, pipeline=PIPE)
+    with pytest.warns(UserWarning, match="calls in a row"), torch.no_grad():
+        for n in range(2, 40):  # 2 static, 3 to 6 compiled, 33 run as captured, in well under a quarter second
+            jf(torch.randn(n))
+    updates = [m for m in handler.sent if m["type"] == "record.update"]
+    assert [m["as_captured"] for m in updates][:1] == [1]  # the first at once
+    deadline = time.monotonic() + 5
+    while handler.sent[-1].get("as_captured") != 33 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    last = handler.sent[-1]
+    assert last["type"] == "record.update" and last["as_captured"] == 33  # the last, once the quarter second ended
+    assert last["record"] == jf.records[-1].uid and last["name"] == "growing[1]"  # the symbolic graph's
+    assert len([m for m in handler.sent if m["type"] == "record.update"]) <= 3
 
 
 def test_summary_traces_rerun_and_compare(handler):

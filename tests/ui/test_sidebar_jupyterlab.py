@@ -64,6 +64,11 @@ CELLS = [
     "jg = thunderlab.jit(gated, pipeline=PIPE)\n"
     "jg(torch.randn(8)), jg(torch.randn(9))\n"
     "[r.name for r in jg.records]",
+    # 6: sizes that change on every call, as a generation's growing cache: past the limit, calls run as captured
+    "def decode(cache):\n    return torch.tanh(cache).sum(0)\n"
+    "jd = thunderlab.jit(decode, pipeline=PIPE)\n"
+    "with torch.no_grad():\n    for n in range(2, 42):\n        jd(torch.randn(n, 4))\n"
+    "jd.cache_info['ran_as_captured']",
 ]
 
 
@@ -354,6 +359,23 @@ def test_records_made_by_graph_breaks_and_recompiles_say_so_in_their_rows(lab_pa
     assert "compiled again, up to a graph break" in words, words
     assert all(t.startswith("TorchDynamo frame ") for t in tags.evaluate_all("els => els.map(e => e.title)"))
     _shot(page, "graph-break-rows")
+    assert not page.errors, page.errors
+
+
+def test_a_graph_whose_sizes_kept_changing_says_how_many_calls_ran_as_captured(lab_page):
+    page = lab_page
+    _run_cell(page, 6)
+    tag = page.locator(".tl-record", has_text="decode").locator(".tl-record-captured")
+    try:  # pushed while the cell runs: the last count once the calls stop
+        page.wait_for_function("document.querySelector('.tl-record-captured')?.textContent === "
+                               "'35 calls as captured'", timeout=30_000)
+    except Exception:
+        pytest.fail(f"tags: {tag.all_inner_texts()}; console: {page.console[-20:]}; errors: {page.errors}")
+    assert tag.count() == 1  # on the graph's newest record only
+    row = page.locator(".tl-record", has=page.locator(".tl-record-captured"))
+    assert row.locator(".tl-record-name").inner_text() == "decode[1]"
+    assert "sizes kept changing" in tag.get_attribute("title")
+    _shot(page, "as-captured-row")
     assert not page.errors, page.errors
 
 

@@ -4,11 +4,13 @@ Importing thunderlab inside an IPython kernel (or ``%load_ext thunderlab``) call
 it registers the comm target (so a sidebar can open the link) and opens a comm itself (so a
 sidebar that is already listening hears of it at once). ``Handler`` answers the requests
 declared in ``thunderlab.jupyter.protocol`` and pushes a ``record.new`` event for every new
-compile record and throttled ``timings`` events while a subscribed record runs. It is plain
-Python, tested without a kernel.
+compile record, throttled ``timings`` events while a subscribed record runs, and throttled
+``record.update`` events (a row again) while a graph runs calls as captured. It is plain Python,
+tested without a kernel.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -23,10 +25,13 @@ TARGET = "thunderlab"
 PUSH_EVERY_S = 0.25  # at most four timing updates a second
 
 
-def _row(i: int, r) -> dict:
+def _row(i: int, r, as_captured: dict[int, int] | None = None) -> dict:
+    """A record's row in the sidebar's list. ``as_captured`` (``compiled.ran_as_captured()``): the calls its graph
+    ran as TorchDynamo captured it, on the graph's newest record."""
     return {"record": i, "name": r.name, "created": r.created, "pipeline": r.pipeline, "steps": r.step_count,
             "error": r.error, "graph": r.graph_index, "inputs": list(r.inputs), "reused": r.reused,
-            "origin": _origin(r)}
+            "origin": _origin(r),
+            "as_captured": (as_captured if as_captured is not None else _compiled.ran_as_captured()).get(r.uid, 0)}
 
 
 def _origin(r) -> dict | None:
@@ -57,6 +62,9 @@ class Handler:
         self.payloads: dict[int, RecordPayload] = {}
         self.subscribed: int | None = None
         self._last_push = 0.0
+        self._last_captured = -PUSH_EVERY_S
+        self._captured = None  # the record whose row is pushed next (see on_captured)
+        self._captured_timer: threading.Timer | None = None
 
     # ------------------------------------------------------------------ requests
     def handle(self, msg) -> dict:
@@ -104,7 +112,9 @@ class Handler:
         recs = [(r.uid, r) for r in reversed(_compiled.all_records())]  # newest first
         if filter:
             recs = [(i, r) for i, r in recs if filter.lower() in r.name.lower()]
-        return {"total": len(recs), "offset": offset, "records": [_row(i, r) for i, r in recs[offset:offset + limit]]}
+        captured = _compiled.ran_as_captured()
+        return {"total": len(recs), "offset": offset,
+                "records": [_row(i, r, captured) for i, r in recs[offset:offset + limit]]}
 
     def _record_summary(self, record: int) -> dict:
         return {"record": record, "payload": self._payload(record).summary()}
@@ -184,6 +194,26 @@ class Handler:
             self.payloads.pop(record.uid, None)
             self.send({"v": VERSION, "type": "record.new", **_row(record.uid, record)})
 
+    def on_captured(self, record) -> None:
+        """A graph ran a call as captured: its newest record's row again, with the count. At most four a second;
+        a call inside the quarter second after a push is pushed at its end (so the last count shown is the last)."""
+        self._captured = record
+        wait = PUSH_EVERY_S - (time.monotonic() - self._last_captured)
+        if wait <= 0:
+            self._push_captured()
+        elif self._captured_timer is None:
+            self._captured_timer = threading.Timer(wait, self._push_captured)
+            self._captured_timer.daemon = True
+            self._captured_timer.start()
+
+    def _push_captured(self) -> None:
+        self._captured_timer = None
+        record, self._captured = self._captured, None
+        if record is None or not any(r is record for r in _compiled.all_records()):
+            return
+        self._last_captured = time.monotonic()
+        self.send({"v": VERSION, "type": "record.update", **_row(record.uid, record)})
+
     def on_timed(self, _region_runner) -> None:
         if self.subscribed is None:
             return
@@ -203,6 +233,7 @@ class Link:
         self.comm = comm
         self.handler = Handler(self._send)
         self._stop = (_compiled.RECORD_LISTENERS.add(self.handler.on_record),
+                      _compiled.CAPTURED_LISTENERS.add(self.handler.on_captured),
                       _region.TIMING_LISTENERS.add(self.handler.on_timed))
         comm.on_msg(lambda m: self.handler.handle(m["content"]["data"]))
         comm.on_close(lambda _m: self.close())

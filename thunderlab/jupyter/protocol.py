@@ -49,7 +49,7 @@ MESSAGES: dict[str, dict[str, Field]] = {
 }
 
 # pushed by the kernel without a request
-EVENTS = ("record.new", "timings")
+EVENTS = ("record.new", "record.update", "timings")
 
 
 def _type_name(t: type) -> str:

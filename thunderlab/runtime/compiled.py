@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ from .session import HeldInputs, Session, end, live, open_session, sessions
 _RECORDS: list[CompileRecord] = []
 # called with each record once its pipeline has run (the JupyterLab sidebar and record_to listen here)
 RECORD_LISTENERS = Listeners("a record made")
+# a graph ran a call as TorchDynamo captured it (its sizes kept changing), announced with the graph's newest record
+CAPTURED_LISTENERS = Listeners("a call run as captured")
 
 
 def _env_int(name: str, default: int) -> int:
@@ -53,6 +56,16 @@ _LIMITS = {"shapes": _env_int("THUNDERLAB_MAX_SHAPES", 16),
            # growing cache, a scalar input that changes every call) compiles no more new ones at once: in grad mode
            # a size that recurs (padded lengths) compiles once its calls have taken as long as a compile
            "new_sizes": _env_int("THUNDERLAB_MAX_NEW_SIZES", 4)}
+
+
+# every live graph, for the sidebar's rows (how many calls each ran as captured)
+_GRAPHS: weakref.WeakSet[CompiledGraph] = weakref.WeakSet()
+
+
+def ran_as_captured() -> dict[int, int]:
+    """The graphs that ran calls as TorchDynamo captured them (their sizes kept changing; see ``CompiledGraph``):
+    each one's newest record's uid, and how many calls."""
+    return {g.records[-1].uid: g.as_captured for g in list(_GRAPHS) if g.as_captured and g.records}
 
 
 def all_records() -> deque[CompileRecord]:
@@ -197,6 +210,7 @@ class CompiledGraph:
         self.as_captured_s: OrderedDict[tuple, float] = OrderedDict()
         self.compile_s = 0.0
         self.compiles = 0
+        _GRAPHS.add(self)
 
     def __call__(self, *args):
         if self.static:
@@ -253,6 +267,8 @@ class CompiledGraph:
                 f"and the {len(self.cache)} compiled ones stay compiled (thunderlab.set_limits(new_sizes=...) changes "
                 f"how many new signatures in a row this allows)", stacklevel=3)
         self.as_captured += 1
+        if self.records:
+            CAPTURED_LISTENERS(self.records[-1])
         if not key[0]:  # without grad no rent is kept: such a signature stays as captured (see the class)
             return self.eager(*args)
         t0 = time.perf_counter()

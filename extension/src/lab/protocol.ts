@@ -12,6 +12,9 @@ export interface RecordRow {
   graph: number; inputs: string[]; reused: number;
   /** where the captured graph came from (its capture step's summary); absent from older kernels */
   origin?: Origin | null;
+  /** calls the graph ran as TorchDynamo captured it, its sizes having kept changing (on its newest record; else 0);
+   *  absent from older kernels */
+  as_captured?: number;
 }
 export interface Origin { summary: string; graph_break: boolean; resumed: boolean; recompiled: boolean }
 export interface PassInfo {
@@ -61,6 +64,8 @@ export type RequestType = keyof Requests;
 
 export type PushEvent =
   | ({ type: "record.new" } & RecordRow)
+  /** a listed record's row again, changed (its graph ran calls as captured) */
+  | ({ type: "record.update" } & RecordRow)
   | ({ type: "timings" } & TimingsEvent);
 
 /** What a message from the kernel is: a reply (to a request id), an error reply, an event, or junk. */
@@ -77,6 +82,6 @@ export function classify(data: unknown): Incoming {
   const t = m.type;
   if (t === "error") return { kind: "error", to: typeof m.reply_to === "number" ? m.reply_to : null, error: String(m.error ?? "") };
   if (typeof t === "string" && t.endsWith(".reply") && typeof m.reply_to === "number") return { kind: "reply", to: m.reply_to, body: m };
-  if (t === "record.new" || t === "timings") return { kind: "event", event: m as unknown as PushEvent };
+  if (t === "record.new" || t === "record.update" || t === "timings") return { kind: "event", event: m as unknown as PushEvent };
   return { kind: "ignored", why: `unknown type ${String(t)}` };
 }

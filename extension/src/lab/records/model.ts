@@ -25,6 +25,18 @@ export function originTag(o: Origin | null | undefined): string {
   return tags.join(", ");
 }
 
+/** A graph's calls run as TorchDynamo captured it, for its newest record's row ("" when none), and why. */
+export function capturedTag(n: number | undefined): { text: string; title: string } {
+  if (!n) return { text: "", title: "" };
+  return {
+    text: `${n} call${n === 1 ? "" : "s"} as captured`,
+    title: "This graph's input sizes kept changing, so calls with sizes it has no program for ran the graph as " +
+      "TorchDynamo captured it (eager PyTorch), not compiled. In grad mode a size that comes again compiles once " +
+      "its calls have taken as long as a compile. thunderlab.set_limits(new_sizes=...) sets how many new sizes in a " +
+      "row compile at once.",
+  };
+}
+
 export class RecordsModel {
   private _rows = new Map<number, RecordRow>();
   private _filter = "";

@@ -3,7 +3,7 @@ import { PanelWithToolbar, ToolbarButton, refreshIcon } from "@jupyterlab/ui-com
 import { Widget } from "@lumino/widgets";
 import { h } from "../../dom";
 import type { IThunderlabSidebar } from "../tokens";
-import { originTag } from "./model";
+import { capturedTag, originTag } from "./model";
 
 function age(created: number): string {
   const s = Math.max(0, Date.now() / 1000 - created);
@@ -30,6 +30,7 @@ export class RecordsBody extends Widget {
         h("span", { class: "tl-record-name" }, r.name),
         h("span", { class: "tl-record-meta" }, `#${r.record} · graph ${r.graph} · ${r.steps - 1} passes · ${age(r.created)}`),
         originTag(r.origin) ? h("span", { class: "tl-record-origin", title: r.origin!.summary }, originTag(r.origin)) : null,
+        r.as_captured ? h("span", { class: "tl-record-captured", title: capturedTag(r.as_captured).title }, capturedTag(r.as_captured).text) : null,
         r.error ? h("span", { class: "tl-record-error", title: r.error }, "failed") : null,
         h("span", { class: "tl-record-pipeline", title: r.pipeline }, r.pipeline));
       li.addEventListener("click", () => m.select(r.record));
@@ -85,10 +86,11 @@ export function recordsPanel(tl: IThunderlabSidebar): PanelWithToolbar {
     if (state === "restarting" || state === "connecting" || state === "no-kernel") { tl.records.reset([]); tl.records.select(null); }
   });
   tl.link.pushed.connect((_, ev) => {
-    if (ev.type !== "record.new") return;
+    if (ev.type !== "record.new" && ev.type !== "record.update") return;
     const { type: _t, ...row } = ev;
+    if (ev.type === "record.update" && !tl.records.row(row.record)) return;  // not listed (a page not loaded): no news
     tl.records.add(row);
-    tl.records.select(row.record);  // follow the notebook: the newest compile is shown
+    if (ev.type === "record.new") tl.records.select(row.record);  // follow the notebook: the newest compile is shown
   });
   tl.records.selectedChanged.connect((_, r) => void tl.step.open(r));
   return panel;
