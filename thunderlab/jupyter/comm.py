@@ -63,8 +63,9 @@ class Handler:
         self.subscribed: int | None = None
         self._last_push = 0.0
         self._last_captured = -PUSH_EVERY_S
-        self._captured = None  # the record whose row is pushed next (see on_captured)
+        self._captured: dict = {}  # uid -> (record, count): the rows pushed next (see on_captured)
         self._captured_timer: threading.Timer | None = None
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ requests
     def handle(self, msg) -> dict:
@@ -194,25 +195,38 @@ class Handler:
             self.payloads.pop(record.uid, None)
             self.send({"v": VERSION, "type": "record.new", **_row(record.uid, record)})
 
-    def on_captured(self, record) -> None:
-        """A graph ran a call as captured: its newest record's row again, with the count. At most four a second;
-        a call inside the quarter second after a push is pushed at its end (so the last count shown is the last)."""
-        self._captured = record
-        wait = PUSH_EVERY_S - (time.monotonic() - self._last_captured)
-        if wait <= 0:
-            self._push_captured()
-        elif self._captured_timer is None:
-            self._captured_timer = threading.Timer(wait, self._push_captured)
-            self._captured_timer.daemon = True
-            self._captured_timer.start()
+    def on_captured(self, record, count: int) -> None:
+        """A graph ran a call as captured (``count`` such calls), or the count moved to a newer record (0): the
+        record's row again. At most four pushes a second; what comes inside the quarter second after a push is
+        pushed at its end, from a timer's thread, each record's latest count (so the last count shown is the last)."""
+        with self._lock:
+            self._captured[record.uid] = (record, count)
+            wait = PUSH_EVERY_S - (time.monotonic() - self._last_captured)
+            if wait > 0:
+                if self._captured_timer is None:
+                    self._captured_timer = threading.Timer(wait, self._push_captured)
+                    self._captured_timer.daemon = True
+                    self._captured_timer.start()
+                return
+        self._push_captured()
 
     def _push_captured(self) -> None:
-        self._captured_timer = None
-        record, self._captured = self._captured, None
-        if record is None or not any(r is record for r in _compiled.all_records()):
-            return
-        self._last_captured = time.monotonic()
-        self.send({"v": VERSION, "type": "record.update", **_row(record.uid, record)})
+        with self._lock:
+            self._captured_timer = None
+            pending, self._captured = self._captured, {}
+            self._last_captured = time.monotonic()
+            kept = {id(r) for r in tuple(_compiled.all_records())}  # a copy: the calls' thread may add records
+            for uid, (record, count) in pending.items():
+                if id(record) in kept:
+                    self.send({"v": VERSION, "type": "record.update", **_row(uid, record, {uid: count})})
+
+    def close(self) -> None:
+        """Stop pushing (the link closed): a pending push is dropped."""
+        with self._lock:
+            if self._captured_timer is not None:
+                self._captured_timer.cancel()
+                self._captured_timer = None
+            self._captured = {}
 
     def on_timed(self, _region_runner) -> None:
         if self.subscribed is None:
@@ -245,6 +259,7 @@ class Link:
     def close(self) -> None:
         for stop in self._stop:
             stop()
+        self.handler.close()
         self.comm = None
 
 

@@ -1,6 +1,7 @@
 """A compiled captured graph: cache by input metadata, compile on a miss, keep the record."""
 from __future__ import annotations
 
+import math
 import os
 import time
 import warnings
@@ -32,6 +33,7 @@ _RECORDS: list[CompileRecord] = []
 # called with each record once its pipeline has run (the JupyterLab sidebar and record_to listen here)
 RECORD_LISTENERS = Listeners("a record made")
 # a graph ran a call as TorchDynamo captured it (its sizes kept changing), announced with the graph's newest record
+# and the graph's count of such calls; and with 0 for the record that was newest when a newer one is made
 CAPTURED_LISTENERS = Listeners("a call run as captured")
 
 
@@ -170,12 +172,12 @@ class CompiledGraph:
     runs the graph as TorchDynamo captured it (eager PyTorch, counted in ``as_captured``), once saying so in a
     warning. In grad mode, a signature that comes again (a training loop's lengths padded to a multiple of 8)
     compiles once its calls run as captured have taken as long as one of this graph's compiles takes on average
-    (renting until the rent paid equals the price, then buying: never more than twice the time the best choice
-    made in hindsight would have spent, were a compile's time all it cost), while the cache has room for it
-    (``shapes``); a full cache evicts none for it. Without grad (a generation's cache lengths, which recur once
-    per generation) they keep running as captured: a decode call's rent is small against what a compile costs
-    beyond its own time (the kernels' builds and race), and compiling them measured slower over hundreds of
-    generations (``benchmarks/generation.py``).
+    (rent until the rent paid equals the price, then buy; a call's rent is its forward's time, the backward is
+    not timed), while the cache has room for it (``shapes``); a full cache evicts none for it. A signature whose
+    compile fails there runs as captured from then on, and a warning says why. Without grad (a generation's cache
+    lengths, which recur once per generation) they keep running as captured: a decode call's rent is small
+    against what a compile costs beyond its own time (the kernels' builds and race), and compiling them measured
+    slower over hundreds of generations (``benchmarks/generation.py``).
     """
 
     # no instance __dict__: TorchDynamo wraps the graph with functools.wraps, which copies an instance's
@@ -225,6 +227,15 @@ class CompiledGraph:
                     self.new_in_a_row += 1
                 elif not self._worth_compiling(key):
                     return self._run_as_captured(args, key)
+                else:  # a signature that paid for its compile
+                    try:
+                        entry = self.compile(args, key)
+                    except CompileError as e:
+                        warnings.warn(f"thunderlab: {self.name}: compiling a signature that came again failed, so it "
+                                      f"keeps running as captured: {e}", stacklevel=2)
+                        self.as_captured_s[key] = -math.inf  # never pays for another try
+                        return self._run_as_captured(args, key)
+                    return self._run(entry, args)
             entry = self.compile(args, key)
         else:
             self.hits += 1
@@ -234,6 +245,9 @@ class CompiledGraph:
                     self.new_in_a_row = 0
             if entry.written and overlap_with((*args, *entry.lifted), entry.written):
                 entry = self.compile(args, key)  # the lowering names the inputs that overlap
+        return self._run(entry, args)
+
+    def _run(self, entry: _Entry, args):
         if PROFILING.is_set():  # thunderlab.profile: the kernels of this call are filed under its record
             with torch.profiler.record_function(f"{RECORD_MARK}{entry.record.uid}"):
                 out = entry.fn(*args, *entry.lifted)
@@ -260,15 +274,15 @@ class CompiledGraph:
         if not self.as_captured:
             warnings.warn(
                 f"thunderlab: {self.name}: {self.new_in_a_row} calls in a row came with input sizes or values not "
-                f"compiled before (its graph has symbolic sizes, and thunderlab compiles one program per signature): "
-                f"from now on a call with a new signature runs the graph as TorchDynamo captured it, in grad mode a "
-                f"signature that comes again compiles once its calls have taken as long as a compile, while the cache "
-                f"has room (thunderlab.set_limits(shapes=...)), "
-                f"and the {len(self.cache)} compiled ones stay compiled (thunderlab.set_limits(new_sizes=...) changes "
-                f"how many new signatures in a row this allows)", stacklevel=3)
+                f"compiled before (its graph has symbolic sizes, and thunderlab compiles one program per signature). "
+                f"From now on a call with a new signature runs the graph as TorchDynamo captured it. In grad mode a "
+                f"signature that comes again compiles once its calls have taken as long as a compile, while fewer than "
+                f"thunderlab.set_limits()['shapes'] are compiled. The {len(self.cache)} compiled ones stay compiled. "
+                f"thunderlab.set_limits(new_sizes=...) sets how many new signatures in a row compile at once",
+                stacklevel=3)
         self.as_captured += 1
         if self.records:
-            CAPTURED_LISTENERS(self.records[-1])
+            CAPTURED_LISTENERS(self.records[-1], self.as_captured)
         if not key[0]:  # without grad no rent is kept: such a signature stays as captured (see the class)
             return self.eager(*args)
         t0 = time.perf_counter()
@@ -317,6 +331,8 @@ class CompiledGraph:
         if len(self.records) > 2 * _LIMITS["shapes"]:  # failed compiles have no cache entry to evict with
             self.records.pop(0)
         _RECORDS.append(record)
+        if self.as_captured and len(self.records) > 1:  # the count moves to the new newest record: the last one's
+            CAPTURED_LISTENERS(self.records[-2], 0)  # row says none any more
         t0 = time.perf_counter()
         try:
             return self._compile(record, args, key)
