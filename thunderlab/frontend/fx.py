@@ -9,6 +9,7 @@ the end, and outputs that are views of inputs are re-made as views at run time.
 """
 from __future__ import annotations
 
+import inspect
 import keyword
 import operator
 import re
@@ -296,6 +297,8 @@ class Lowering:
 
     def track(self, sym, args, kwargs, real=None):
         """Record ``sym``; ``real`` is the torch call it stands for, asked whether it returns a view."""
+        if kwargs:
+            args, kwargs = sizes_by_keyword(sym, args, kwargs)
         out = sym(*args, **kwargs)
         self.fz.after_call(sym, real, args, kwargs, out)
         return out
@@ -309,6 +312,35 @@ class Lowering:
 
 
 _CHECKPOINT = torch.ops.higher_order.tag_activation_checkpoint
+_LEADING = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def sizes_by_keyword(sym, args, kwargs) -> tuple[tuple, dict]:
+    """A call's sizes given by keyword, moved to where ``sym`` takes them: its ``*dims``.
+
+    PyTorch takes a method's sizes as numbers, as one sequence, or by a keyword (``x.permute(1, 0)``,
+    ``x.permute((1, 0))``, ``torch.permute(x, dims=(1, 0))``, ``x.view(size=(6,))``, ``x.repeat(repeats=(2, 1))``),
+    and a symbol declares them as ``*dims`` (named as it likes). So a keyword the symbol's parameters do not name
+    is that sequence: TorchDynamo's capture ran the call as PyTorch does, so it is a keyword PyTorch accepted.
+    Anything else is left as it is, for the symbol's own error.
+    """
+    try:
+        params = sym.parameters().parameters
+    except TypeError:
+        return args, kwargs
+    if not any(p.kind is p.VAR_POSITIONAL for p in params.values()):
+        return args, kwargs
+    extra = [k for k in kwargs if k not in params or params[k].kind is inspect.Parameter.VAR_POSITIONAL]
+    if len(extra) != 1:
+        return args, kwargs
+    rest = dict(kwargs)
+    sizes = rest.pop(extra[0])
+    lead = list(args)
+    for name in [n for n, p in params.items() if p.kind in _LEADING][len(lead):]:
+        if name not in rest:
+            return args, kwargs
+        lead.append(rest.pop(name))
+    return (*lead, sizes), rest
 
 
 def _python_operator(target) -> bool:

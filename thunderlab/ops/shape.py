@@ -33,9 +33,9 @@ def stack(tensors, dim=0):
     return _cat([prims.reshape(t, t.shape[:d] + (1,) + t.shape[d:]) for t in tensors], d)
 
 
-@torchsymbol(torch.flip, methods=("flip",))
-def flip(a, dims):
-    dims = (dims,) if isinstance(dims, int) else dims
+@torchsymbol(torch.flip, methods=("flip",), impl=torch.Tensor.flip)
+def flip(a, *numbers, dims=None):  # torch.flip(x, (0, 1)), torch.flip(x, dims=(0, 1)), x.flip(0, 1), x.flip(0)
+    dims = shape_arg(numbers) if dims is None else (dims,) if isinstance(dims, int) else tuple(dims)
     return prims.flip(a, tuple(canonical_dim(d, a.ndim) for d in dims))
 
 
