@@ -32,8 +32,8 @@ export function capturedTag(n: number | undefined): { text: string; title: strin
     text: `${n} call${n === 1 ? "" : "s"} as captured`,
     title: "This graph's input sizes kept changing, so calls with sizes it has no program for ran the graph as " +
       "TorchDynamo captured it (eager PyTorch), not compiled. In grad mode a size that comes again compiles once " +
-      "its calls have taken as long as a compile. thunderlab.set_limits(new_sizes=...) sets how many new sizes in a " +
-      "row compile at once.",
+      "its calls have taken as long as a compile, while fewer than set_limits()['shapes'] are compiled. " +
+      "thunderlab.set_limits(new_sizes=...) sets how many new sizes in a row compile at once.",
   };
 }
 
