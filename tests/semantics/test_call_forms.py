@@ -1,10 +1,12 @@
-"""The ways PyTorch's documentation lets a call name its sizes, each compared with eager.
+"""The ways PyTorch's documentation lets a call name its arguments and sizes, each compared with eager.
 
 A method that takes sizes takes them as separate numbers or as one sequence (``Tensor.permute(*dims)``,
 ``Tensor.view(*shape)``, ``Tensor.repeat(*repeats)``, ``Tensor.flip(dims)``), and the function and the method take
 them by their documented keyword too (``torch.permute(input, dims)``, ``torch.reshape(input, shape)``,
 ``Tensor.expand(*sizes)`` as ``size=``, ``Tensor.new_ones(size)``). Every form a case writes is one eager accepts; the
-compiled function must accept it as well and give eager's result, gradients included.
+compiled function must accept it as well and give eager's result, gradients included. The same holds for any
+argument given by the name PyTorch's documentation gives it (``torch.matmul(input, other)``, ``Tensor.pow(exponent)``),
+where thunderlab's own operators name their parameters otherwise.
 """
 import pytest
 import torch
@@ -46,6 +48,15 @@ CASES = {
     # sizes beside other keywords: the other keywords stay where they are
     "sum_dims_keyword": lambda x: x.sum(dim=(0, 1), keepdim=True),
     "roll_keywords": lambda x: torch.roll(x, shifts=1, dims=0),
+    # arguments by their documented names: torch.matmul(input, other), torch.mm(input, mat2), torch.sum(input),
+    # torch.abs(input), Tensor.pow(exponent), Tensor.sub(other, *, alpha=1), Tensor.split(split_size, dim=0)
+    "matmul_keywords": lambda x: torch.matmul(input=x, other=x.T),
+    "mm_keyword": lambda x: torch.mm(x, mat2=x.T),
+    "sum_input_keyword": lambda x: torch.sum(input=x),
+    "abs_input_keyword": lambda x: torch.abs(input=x),
+    "pow_exponent_keyword": lambda x: x.pow(exponent=2),
+    "sub_other_keyword": lambda x: x.sub(other=x * 3, alpha=0.5),
+    "split_size_keyword": lambda x: x.split(split_size=1, dim=1)[1] * 2,
 }
 
 

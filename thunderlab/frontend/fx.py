@@ -9,6 +9,7 @@ the end, and outputs that are views of inputs are re-made as views at run time.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import keyword
 import operator
@@ -298,7 +299,7 @@ class Lowering:
     def track(self, sym, args, kwargs, real=None):
         """Record ``sym``; ``real`` is the torch call it stands for, asked whether it returns a view."""
         if kwargs:
-            args, kwargs = sizes_by_keyword(sym, args, kwargs)
+            args, kwargs = torch_keywords(sym, real, args, kwargs)
         out = sym(*args, **kwargs)
         self.fz.after_call(sym, real, args, kwargs, out)
         return out
@@ -313,6 +314,60 @@ class Lowering:
 
 _CHECKPOINT = torch.ops.higher_order.tag_activation_checkpoint
 _LEADING = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def torch_keywords(sym, real, args, kwargs) -> tuple[tuple, dict]:
+    """A call's arguments given by PyTorch's keywords, moved to where ``sym`` takes them.
+
+    PyTorch names a call's parameters its own way (``torch.matmul(input=x, other=y)``, ``x.pow(exponent=2)``,
+    ``torch.mm(x, mat2=y)``, ``x.split(split_size=1)``), and a symbol names them as it likes (``a``, ``b``). A keyword
+    the symbol's parameters do not name is given its place from the torch call ``real`` stands for: its Python
+    signature, else the positional arguments of its aten overloads (``self`` read as ``input``). TorchDynamo's
+    capture ran the call as PyTorch does, so these keywords are ones PyTorch accepted. What no overload places
+    goes to ``sizes_by_keyword``; anything else is left as it is, for the symbol's own error.
+    """
+    try:
+        params = sym.parameters().parameters
+    except TypeError:
+        return args, kwargs
+    unknown = [k for k in kwargs if k not in params or params[k].kind is inspect.Parameter.VAR_POSITIONAL]
+    if not unknown:
+        return args, kwargs
+    try:
+        overloads = _torch_positions(real)
+    except TypeError:  # an unhashable callable: no cached signature
+        overloads = ()
+    for positions in overloads:
+        if not all(k in positions for k in unknown):
+            continue
+        lead, rest = list(args), dict(kwargs)
+        for k in sorted(unknown, key=positions.index):
+            if positions.index(k) != len(lead):  # a gap before it: not this overload
+                break
+            lead.append(rest.pop(k))
+        else:
+            return tuple(lead), rest
+    return sizes_by_keyword(sym, args, kwargs)
+
+
+@functools.cache
+def _torch_positions(real) -> tuple[tuple[str, ...], ...]:
+    """The positional parameters of the torch call ``real``, by name, one tuple per overload."""
+    if real is None:
+        return ()
+    try:
+        sig = inspect.signature(real)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None:
+        return (tuple(n for n, p in sig.parameters.items() if p.kind in _LEADING),)
+    name = getattr(real, "__name__", "")
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator(f"aten::{name}") if name.isidentifier() else []
+    except RuntimeError:
+        schemas = []
+    return tuple(tuple("input" if a.name == "self" else a.name for a in s.arguments if not a.kwarg_only)
+                 for s in schemas)
 
 
 def sizes_by_keyword(sym, args, kwargs) -> tuple[tuple, dict]:
