@@ -57,6 +57,15 @@ CASES = {
     "pow_exponent_keyword": lambda x: x.pow(exponent=2),
     "sub_other_keyword": lambda x: x.sub(other=x * 3, alpha=0.5),
     "split_size_keyword": lambda x: x.split(split_size=1, dim=1)[1] * 2,
+    # the in-place methods take the same names: Tensor.add_(other, *, alpha=1), Tensor.mul_(value),
+    # Tensor.pow_(exponent), Tensor.div_(value, *, rounding_mode=None), Tensor.fill_(value),
+    # Tensor.masked_fill_(mask, value); each writes into an intermediate (a leaf that requires grad cannot be)
+    "add_inplace_keywords": lambda x: (x * 1).add_(other=x * 2, alpha=2),
+    "mul_inplace_keyword": lambda x: (x * 1).mul_(other=3),
+    "pow_inplace_keyword": lambda x: (x * 1).pow_(exponent=2),
+    "div_inplace_keywords": lambda x: (x * 1).div_(other=2, rounding_mode="floor") + x,
+    "fill_inplace_keyword": lambda x: (x * 1).fill_(value=2.0) + x,
+    "masked_fill_inplace_keywords": lambda x: (x * 1).masked_fill_(mask=x > 0, value=0.5),
 }
 
 

@@ -241,7 +241,7 @@ class Lowering:
         base = mapping.inplace_base(target)
         if base and args and isinstance(args[0], TensorProxy) and mapping.lookup(target) is None:
             fsym = mapping.functional_for(base) or mapping.functional_symbol(target, _entry_name(target))
-            return self.inplace(args[0], fsym, _entry_name(target), args, kwargs)
+            return self.inplace(args[0], fsym, _entry_name(target), args, kwargs, target)
         if kwargs.get("inplace") is True and args and isinstance(args[0], TensorProxy):
             sym = mapping.lookup(target)
             if sym is not None:
@@ -272,11 +272,11 @@ class Lowering:
         base = mapping.inplace_base(name)
         if base:
             if base in ("copy", "fill", "zero"):
-                return self.inplace(self_, _SPECIAL_INPLACE[base], name, args, kwargs)
+                return self.inplace(self_, _SPECIAL_INPLACE[base], name, args, kwargs, real)
             if real is None:
                 raise TraceError(f"Tensor.{name} is not a method thunderlab knows how to run")
             fsym = mapping.functional_for(base) or mapping.functional_symbol(real, name)
-            return self.inplace(self_, fsym, name, args, kwargs)
+            return self.inplace(self_, fsym, name, args, kwargs, real)
         return self.track(mapping.opaque(None, method=name), args, kwargs, real)
 
     def autocast(self, nodes, start: int) -> int:
@@ -304,8 +304,11 @@ class Lowering:
         self.fz.after_call(sym, real, args, kwargs, out)
         return out
 
-    def inplace(self, target: TensorProxy, fsym, entry: str, args, kwargs):
-        """An in-place call: its functional twin computes the new value, which ``target`` (and its base) become."""
+    def inplace(self, target: TensorProxy, fsym, entry: str, args, kwargs, real=None):
+        """An in-place call: its functional twin computes the new value, which ``target`` (and its base) become.
+        ``real`` is the torch call, whose parameter names place the call's keywords (``torch_keywords``)."""
+        if kwargs:
+            args, kwargs = torch_keywords(fsym, real, args, kwargs)
         value = fsym(*args, **kwargs)
         if not isinstance(value, TensorProxy):
             raise TraceError(f"in-place {entry} gives no tensor to write into {target.name}")
@@ -326,9 +329,8 @@ def torch_keywords(sym, real, args, kwargs) -> tuple[tuple, dict]:
     capture ran the call as PyTorch does, so these keywords are ones PyTorch accepted. What no overload places
     goes to ``sizes_by_keyword``; anything else is left as it is, for the symbol's own error.
     """
-    try:
-        params = sym.parameters().parameters
-    except TypeError:
+    params = _parameters(sym)
+    if params is None:
         return args, kwargs
     unknown = [k for k in kwargs if k not in params or params[k].kind is inspect.Parameter.VAR_POSITIONAL]
     if not unknown:
@@ -348,6 +350,14 @@ def torch_keywords(sym, real, args, kwargs) -> tuple[tuple, dict]:
         else:
             return tuple(lead), rest
     return sizes_by_keyword(sym, args, kwargs)
+
+
+def _parameters(fn):
+    """A symbol's parameters (or a plain function's), by name; None where they are not named."""
+    try:
+        return (fn.parameters() if hasattr(fn, "parameters") else inspect.signature(fn)).parameters
+    except (TypeError, ValueError):
+        return None
 
 
 @functools.cache
@@ -379,9 +389,8 @@ def sizes_by_keyword(sym, args, kwargs) -> tuple[tuple, dict]:
     is that sequence: TorchDynamo's capture ran the call as PyTorch does, so it is a keyword PyTorch accepted.
     Anything else is left as it is, for the symbol's own error.
     """
-    try:
-        params = sym.parameters().parameters
-    except TypeError:
+    params = _parameters(sym)
+    if params is None:
         return args, kwargs
     if not any(p.kind is p.VAR_POSITIONAL for p in params.values()):
         return args, kwargs
