@@ -21,7 +21,7 @@ CLASSES = {
     "test_hooks": "11 gradient hooks inside the function",
     "test_functorch": "12 torch.vmap and torch.func transforms inside the function",
     "test_conversions": "13 conversions that may return their input (to, cpu, contiguous, type_as, reshape, expand_as)",
-    "test_call_forms": "14 arguments and sizes by the names and forms PyTorch documents (keywords, numbers or one sequence)",
+    "test_call_forms": "14 arguments and sizes by the names and forms PyTorch documents (keywords, numbers, sequence)",
     "test_harness": "the harness itself",
 }
 _COUNTS: dict = defaultdict(lambda: defaultdict(int))
