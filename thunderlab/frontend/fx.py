@@ -326,8 +326,10 @@ def torch_keywords(sym, real, args, kwargs) -> tuple[tuple, dict]:
     ``torch.mm(x, mat2=y)``, ``x.split(split_size=1)``), and a symbol names them as it likes (``a``, ``b``). A keyword
     the symbol's parameters do not name is given its place from the torch call ``real`` stands for: its Python
     signature, else the positional arguments of its aten overloads (``self`` read as ``input``). TorchDynamo's
-    capture ran the call as PyTorch does, so these keywords are ones PyTorch accepted. What no overload places
-    goes to ``sizes_by_keyword``; anything else is left as it is, for the symbol's own error.
+    capture ran the call as PyTorch does, so these keywords are ones PyTorch accepted. The sizes a symbol takes as
+    ``*dims`` are placed the same way (``torch.permute(x, dims=(1, 0))``, ``x.view(size=(6,))``: the aten schema's
+    ``dims`` and ``size`` come right after the tensor). What no overload places is left as it is, for the symbol's
+    own error.
     """
     params = _parameters(sym)
     if params is None:
@@ -349,7 +351,7 @@ def torch_keywords(sym, real, args, kwargs) -> tuple[tuple, dict]:
             lead.append(rest.pop(k))
         else:
             return tuple(lead), rest
-    return sizes_by_keyword(sym, args, kwargs)
+    return args, kwargs
 
 
 def _parameters(fn):
@@ -378,33 +380,6 @@ def _torch_positions(real) -> tuple[tuple[str, ...], ...]:
         schemas = []
     return tuple(tuple("input" if a.name == "self" else a.name for a in s.arguments if not a.kwarg_only)
                  for s in schemas)
-
-
-def sizes_by_keyword(sym, args, kwargs) -> tuple[tuple, dict]:
-    """A call's sizes given by keyword, moved to where ``sym`` takes them: its ``*dims``.
-
-    PyTorch takes a method's sizes as numbers, as one sequence, or by a keyword (``x.permute(1, 0)``,
-    ``x.permute((1, 0))``, ``torch.permute(x, dims=(1, 0))``, ``x.view(size=(6,))``, ``x.repeat(repeats=(2, 1))``),
-    and a symbol declares them as ``*dims`` (named as it likes). So a keyword the symbol's parameters do not name
-    is that sequence: TorchDynamo's capture ran the call as PyTorch does, so it is a keyword PyTorch accepted.
-    Anything else is left as it is, for the symbol's own error.
-    """
-    params = _parameters(sym)
-    if params is None:
-        return args, kwargs
-    if not any(p.kind is p.VAR_POSITIONAL for p in params.values()):
-        return args, kwargs
-    extra = [k for k in kwargs if k not in params or params[k].kind is inspect.Parameter.VAR_POSITIONAL]
-    if len(extra) != 1:
-        return args, kwargs
-    rest = dict(kwargs)
-    sizes = rest.pop(extra[0])
-    lead = list(args)
-    for name in [n for n, p in params.items() if p.kind in _LEADING][len(lead):]:
-        if name not in rest:
-            return args, kwargs
-        lead.append(rest.pop(name))
-    return (*lead, sizes), rest
 
 
 def _python_operator(target) -> bool:

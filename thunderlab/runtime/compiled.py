@@ -222,21 +222,23 @@ class CompiledGraph:
         entry = self.cache.get(key)
         if entry is None:
             self.misses += 1
+            late = False  # past the new-sizes limit: a signature that paid for its compile
             if not self.static:
                 if self.new_in_a_row < _LIMITS["new_sizes"] or self.eager is None:
                     self.new_in_a_row += 1
                 elif not self._worth_compiling(key):
                     return self._run_as_captured(args, key)
-                else:  # a signature that paid for its compile
-                    try:
-                        entry = self.compile(args, key)
-                    except CompileError as e:
-                        warnings.warn(f"thunderlab: {self.name}: compiling a signature that came again failed, so it "
-                                      f"keeps running as captured: {e}", stacklevel=2)
-                        self.as_captured_s[key] = -math.inf  # never pays for another try
-                        return self._run_as_captured(args, key)
-                    return self._run(entry, args)
-            entry = self.compile(args, key)
+                else:
+                    late = True
+            try:
+                entry = self.compile(args, key)
+            except CompileError as e:
+                if not late:
+                    raise
+                warnings.warn(f"thunderlab: {self.name}: compiling a signature that came again failed, so it keeps "
+                              f"running as captured: {e}", stacklevel=2)
+                self.as_captured_s[key] = -math.inf  # its rent never reaches a price again (while it is kept)
+                return self._run_as_captured(args, key)
         else:
             self.hits += 1
             if not self.static:
@@ -245,9 +247,6 @@ class CompiledGraph:
                     self.new_in_a_row = 0
             if entry.written and overlap_with((*args, *entry.lifted), entry.written):
                 entry = self.compile(args, key)  # the lowering names the inputs that overlap
-        return self._run(entry, args)
-
-    def _run(self, entry: _Entry, args):
         if PROFILING.is_set():  # thunderlab.profile: the kernels of this call are filed under its record
             with torch.profiler.record_function(f"{RECORD_MARK}{entry.record.uid}"):
                 out = entry.fn(*args, *entry.lifted)
