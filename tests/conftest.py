@@ -12,6 +12,9 @@ torch._dynamo.config.cache_size_limit = 64
 # the test cache outlives a run: tests that watch the compile worker must see it asked, not an earlier run's answer
 # (tests/executors/test_worker_answers.py turns recalling on in a cache of its own)
 os.environ.setdefault("THUNDERLAB_WORKER_ANSWERS", "0")
+# likewise a capture kept by an earlier run (or test) would stand in for TorchDynamo's, where tests watch its
+# capture, graph breaks and recompiles: tests/frontend/test_captures.py turns keeping on in folders of its own
+os.environ.setdefault("THUNDERLAB_CAPTURES", "0")
 # a tiered CPU region's second kernel (Inductor's C++ wrapper) costs a C++ compile of seconds to a minute in the
 # worker, and a test that waits for its regions would wait for it: tests/executors/test_cpp_wrapper.py turns it on
 os.environ.setdefault("THUNDERLAB_CPP_WRAPPER", "0")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import weakref
 
 import torch
 
@@ -9,6 +10,7 @@ from thunderlab.core import fastpaths
 from thunderlab.core.fastpaths import set_fast_paths
 from thunderlab.core.trace import Trace
 from thunderlab.executors import compile_process, default_order
+from thunderlab.frontend import captures
 from thunderlab.frontend.dispatch import MISS, UNCHECKED, DirectCalls
 from thunderlab.frontend.dynamo import ISOLATED, Backend, BackendLink, through_dynamo
 from thunderlab.inspect.document import SUFFIX, RecordFileError
@@ -36,9 +38,15 @@ class JitFunction:
         name = type(fn).__name__ if isinstance(fn, torch.nn.Module) else getattr(fn, "__name__", "fn")
         self.backend = Backend(options, name=name)
         link = BackendLink(self.backend)  # Dynamo keeps what it is given: the graphs go when this object goes
-        self._compiled = torch.compile(fn, backend=link, **ISOLATED)
+        hook = captures.GuardHook()  # tells the captures kept on disk when a frame's guards are built
+        self._compiled = torch._dynamo.optimize(link, guard_export_fn=hook, **ISOLATED)(fn)
         # calls whose Dynamo guards pass skip Dynamo's frame hook (see thunderlab.frontend.dispatch)
         self.direct = DirectCalls(fn, self._compiled, link) if direct else None
+        if self.direct is not None and self.direct.func is not None and captures.enabled():
+            # a later process's first call runs this one's capture (see thunderlab.frontend.captures)
+            store = captures.Store(self.direct.func, self.backend, link)
+            self.direct.kept = self.backend.captures = store
+            hook.store = weakref.ref(store)
         if not isinstance(fn, torch.nn.Module):
             functools.update_wrapper(self, fn)
 
@@ -57,6 +65,9 @@ class JitFunction:
             out = direct(args, kwargs)
             if out is not MISS:
                 return out
+            out = through_dynamo(self._compiled, args, kwargs)
+            direct.keep_captured()
+            return out
         return through_dynamo(self._compiled, args, kwargs)
 
     @property
@@ -71,13 +82,18 @@ class JitFunction:
         """Calls that found a compiled program (``hits``) and that compiled one (``misses``); TorchDynamo's graphs,
         those ending at a graph break and those captured again after a guard failed (each record's capture step
         says where and why); calls that ran past Dynamo's frame hook (``direct_calls``); calls run as TorchDynamo
-        captured their graph because its sizes kept changing (``ran_as_captured``: see ``set_limits(new_sizes=)``)."""
+        captured their graph because its sizes kept changing (``ran_as_captured``: see ``set_limits(new_sizes=)``); captures
+        this process kept on disk for a later one and loaded from an earlier one (``captures_kept``,
+        ``captures_loaded``: see ``thunderlab.frontend.captures``)."""
         graphs = self.backend.graphs
+        store = self.direct.kept if self.direct else None
         return {"hits": sum(g.hits for g in graphs), "misses": sum(g.misses for g in graphs), "graphs": len(graphs),
                 "graph_breaks": sum(1 for g in graphs if "graph_break" in g.origin),
                 "recompiles": sum(1 for g in graphs if "recompiled_because" in g.origin),
                 "direct_calls": self.direct.hits if self.direct else 0,
-                "ran_as_captured": sum(g.as_captured for g in graphs)}
+                "ran_as_captured": sum(g.as_captured for g in graphs),
+                "captures_kept": store.kept if store is not None else 0,
+                "captures_loaded": store.loaded if store is not None else 0}
 
     def __repr__(self) -> str:
         return f"<thunderlab.jit {self.backend.name} pipeline={self.options.pipeline!r}>"

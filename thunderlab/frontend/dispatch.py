@@ -185,6 +185,10 @@ class DirectCalls:
         # and the runners for calls made while a profiler runs and while none does, or None, None)
         self._runnable: dict[int, tuple[types.CodeType, Callable, str, Callable | None, Callable | None]] = {}
         self._listed: tuple[int, list] | None = None  # (entry count, Dynamo's cache entries) when last fetched
+        # captures kept on disk by earlier processes (captures.Store, set by jit), and those loaded here: they stand
+        # before Dynamo's own entries, whose count alone says when the list must be made again
+        self.kept = None
+        self._loaded: list = []
         if self.func is None:
             self.why_not = "only plain functions, methods and nn.Modules with a forward method are called directly"
             return
@@ -238,20 +242,24 @@ class DirectCalls:
         count = _entry_count(self.code) if _entry_count is not None else -1
         listed = self._listed
         if listed is None or count != listed[0] or count < 0:
-            listed = self._listed = (count, _debug_get_cache_entry_list(self.code))
+            listed = self._listed = (count, [*self._loaded, *_debug_get_cache_entry_list(self.code)])
             if any(p[0]() is None for p in self._printed):  # entries Dynamo dropped
                 self._printed = [p for p in self._printed if p[0]() is not None]
                 self._print()
+        store = self.kept
+        loadable = store is not None and store.untried()
         for entry in listed[1]:
             if self._known(entry)[2] == "ok":
                 break
         else:
             # no entry of ours may run directly (a graph break, say): whichever guards pass, the call goes
             # through Dynamo, so neither the arguments are bound nor the guards checked here (a model's guards
-            # read its config through Python attribute hooks: tens of microseconds a call)
-            self.why_not = next((k[2] for k in map(self._known, listed[1]) if k[2]),
-                                "no cached graph's guards pass (Dynamo compiles a new one)")
-            return MISS
+            # read its config through Python attribute hooks: tens of microseconds a call), unless a capture kept
+            # on disk may run it (the checks below skip entries that may not run directly)
+            if not loadable:
+                self.why_not = next((k[2] for k in map(self._known, listed[1]) if k[2]),
+                                    "no cached graph's guards pass (Dynamo compiles a new one)")
+                return MISS
         lead = (self.bound,) if self.bound is not None else ()
         if not kwargs and len(args) == self._n_positional:
             frame_locals = dict(zip(self._names, lead + args))
@@ -291,9 +299,25 @@ class DirectCalls:
                 if not kwargs and (len(args) == self._n_positional or self._star):
                     self._add_printed(entry, check, run, quiet, frame_locals)
                 return (run if profiling else quiet)(*lead, *args, **kwargs)
+        if loadable:
+            for entry in store.load_for(frame_locals):
+                self._loaded.append(entry)
+                self._listed = None  # the loaded capture joins the list
+                _code, check, ours, run, quiet = self._known(entry)
+                if check(frame_locals) and run is not None:
+                    self._hits[0] += 1
+                    if not kwargs and (len(args) == self._n_positional or self._star):
+                        self._add_printed(entry, check, run, quiet, frame_locals)
+                    return (run if profiling else quiet)(*lead, *args, **kwargs)
         self.why_not = "no cached graph's guards pass (Dynamo compiles a new one)"
         self._listed = None  # Dynamo is about to add one
         return MISS
+
+    def keep_captured(self) -> None:
+        """After a call that went through Dynamo: keep the capture it made, if any, for a later process."""
+        store = self.kept
+        if store is not None and store.ready is not None:
+            store.flush(_debug_get_cache_entry_list(self.code))
 
     def _known(self, entry) -> tuple:
         """(code, its guards' check, "" / why not / "ok", and its two runners) for a Dynamo cache entry, made once."""
@@ -302,6 +326,9 @@ class DirectCalls:
             # the guards' C++ root, called as Dynamo's frame hook calls it (the manager's own check() is a
             # Python method that only forwards to it)
             check = getattr(entry.guard_manager, "root", entry.guard_manager).check
+            identity = getattr(entry, "identity", None)  # a kept capture's (captures.Kept)
+            if identity is not None:
+                check = _both(check, identity)
             known = self._runnable[id(entry.code)] = (entry.code, check, *self._make(entry))
         return known
 
@@ -330,11 +357,14 @@ class DirectCalls:
         k = next(self._serial)
         root = getattr(entry.guard_manager, "root", entry.guard_manager)
         printed = compile_guards(root, variables, frame_locals, self.func.__globals__, prefix=f"_e{k}")
-        if printed is None:  # Dynamo's own check, on the frame's locals as a dict
-            items = ", ".join(f"{name!r}: {v}" for name, v in variables.items())
+        items = ", ".join(f"{name!r}: {v}" for name, v in variables.items())
+        if printed is None:  # Dynamo's own check (and a kept capture's identity check), on the frame's locals as a dict
             expr, env = f"_e{k}check({{{items}}})", {f"_e{k}check": check}
         else:
             expr, env = printed
+            identity = getattr(entry, "identity", None)  # a kept capture's (captures.Kept)
+            if identity is not None:
+                expr, env = f"({expr}) and _e{k}identity({{{items}}})", {**env, f"_e{k}identity": identity}
         self._printed.append((weakref.ref(entry.guard_manager, _dropped(self)), expr, env, run, quiet,
                               self._program(root, quiet, variables)))
         self._print()
@@ -489,6 +519,14 @@ class DirectCalls:
             return code
         globals_[_QUIET_UTILS] = _QUIET
         return _renamed(code, {_UTILS: _QUIET_UTILS})
+
+
+def _both(check: Callable, identity: Callable) -> Callable:
+    """A kept capture's check: its guards, then the identity of the objects its identity guards named."""
+    def both(frame_locals) -> bool:
+        return check(frame_locals) and identity(frame_locals)
+
+    return both
 
 
 def _unchecked(args: tuple):

@@ -33,34 +33,59 @@ class Backend:
         self.name = name
         self.graphs: list[CompiledGraph] = []
         self.eager: list[tuple[str, str]] = []  # (graph name, why it runs as captured) for graphs not compiled
+        self.captures = None  # jit's captures.Store, told of each capture it may keep for a later process
         # TorchDynamo calls each graph through a name it puts in the function's module globals, and never
         # removes it: when this backend goes, its graphs let go of all they hold (programs, records, callables)
         weakref.finalize(self, _release, self.graphs)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs) -> Callable:
         skip_guard_latency_profile()
+        store = self.captures
+        before = _guards_now() if store is not None else None
         try:
             collapse_attribute_guards()
         except Exception as e:  # an optimization of guards only: the compile goes on with Dynamo's own
             warnings.warn(f"thunderlab: config guards left as TorchDynamo made them ({e!r})", stacklevel=2)
         index = next(_graph_ids)
         notes = origin(gm)
-        # jit's graphs are named after its function; the registered backend's after the module or function captured
-        name = self.name or notes.get("module") or notes.get("function") or f"graph{index}"
-        taken = sum(1 for g in self.graphs if g.name == name or g.name.startswith(f"{name}["))
-        if taken:
-            name = f"{name}[{taken}]"
         why = _runs_as_captured(gm)
         if why is not None:
+            name = self._name(notes, index)
             self.eager.append((name, why))
             warnings.warn(f"thunderlab: {name} runs eagerly, as TorchDynamo captured it: {why}", stacklevel=2)
             return gm.forward
         values = value_inputs(gm)
-        graph = CompiledGraph(_Capture(gm), self.options, name=name, graph_index=index,
-                              eager=gm.forward, static=not values and _static(gm), value_inputs=values,
-                              origin=notes)
+        graph = self.adopt(gm, notes, static=not values and _static(gm), value_inputs=values, index=index)
+        if store is not None and before is not None:
+            store.captured(gm, graph, before, notes)
+        return graph
+
+    def adopt(self, gm: torch.fx.GraphModule, notes: Notes, static: bool, value_inputs: tuple[int, ...],
+              index: int | None = None) -> CompiledGraph:
+        """A CompiledGraph for ``gm``, one of this backend's graphs: TorchDynamo's capture, or one kept on disk
+        (``captures``)."""
+        index = next(_graph_ids) if index is None else index
+        graph = CompiledGraph(_Capture(gm), self.options, name=self._name(notes, index), graph_index=index,
+                              eager=gm.forward, static=static, value_inputs=value_inputs, origin=notes)
         self.graphs.append(graph)
         return graph
+
+    def _name(self, notes: Notes, index: int) -> str:
+        # jit's graphs are named after its function; the registered backend's after the module or function captured
+        name = self.name or notes.get("module") or notes.get("function") or f"graph{index}"
+        taken = sum(1 for g in self.graphs if g.name == name or g.name.startswith(f"{name}["))
+        return f"{name}[{taken}]" if taken else name
+
+
+def _guards_now() -> list | None:
+    """The guards of the frame TorchDynamo is capturing, as they are now (None outside a capture)."""
+    try:
+        from torch._guards import TracingContext
+
+        context = TracingContext.try_get()
+        return list(context.guards_context.dynamo_guards.inner) if context is not None else None
+    except (ImportError, AttributeError):
+        return None
 
 
 class _Capture:
@@ -335,7 +360,9 @@ def once_warnings_left_out() -> bool:
 
 def _ours(compiler_fn) -> bool:
     """Whether a TorchDynamo compile's backend is thunderlab's (``jit``'s link or the registered backend)."""
-    inner = getattr(compiler_fn, "compiler_fn", compiler_fn)  # TorchDynamo wraps the backend it is given
+    inner = compiler_fn
+    for _ in range(4):  # TorchDynamo wraps the backend it is given (its debug wrapper, torch.compile's)
+        inner = getattr(inner, "compiler_fn", None) or getattr(inner, "_torchdynamo_orig_backend", None) or inner
     return isinstance(inner, BackendLink) or inner is thunderlab_backend
 
 

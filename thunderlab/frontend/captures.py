@@ -1,0 +1,691 @@
+"""TorchDynamo's captures kept on disk: a later process runs a jitted function without capturing it again.
+
+Most of ``thunderlab.jit``'s first call is TorchDynamo's capture of the function: its bytecode traced op by op on
+fake tensors, then its guards built (0.3 s for a small GPT's training step, 1.4 s for a Hugging Face GPT-2's
+forward on this machine). A script run a second time captures the same function again, as ``torch.compile`` does.
+Here each capture of a jitted function's own frame (one graph, no graph break) is kept beside Inductor's cache
+(``cache_folder("thunderlab_captures")``), and a later process whose call passes its guards runs it with no
+TorchDynamo at all: the graph is compiled by thunderlab as a captured one is (its record, tiering, the race).
+
+What is kept, per capture:
+
+* the frame's guards, serialized by TorchDynamo as for its own precompiled packages: each check with the value it
+  compares with. They are built from every guard TorchDynamo made, those ``attribute_guards.collapse`` replaced in
+  this process included (a dictionary's version means nothing to another process);
+* the guards TorchDynamo cannot serialize: that a name reads a given module, function or class
+  (``torch.nn.functional.gelu``, ``builtins.iter``). Each is kept as a description of the object (the module's name;
+  the module, qualified name and a digest of a function's code) that the object the name reads when the capture is
+  loaded must match; after that, every call checks that the name still reads that very object, as TorchDynamo's
+  identity guards do. A guard on the identity of anything else (an instance) keeps the capture from being kept;
+* the frame's bytecode as TorchDynamo rewrote it, and the globals it installed for it (modules and named objects);
+* the FX graph, node by node, with each node's source line and eager dtype (what thunderlab's lowering reads);
+* a digest of each file whose code TorchDynamo traced: an edited model, or another version of a library, and the
+  capture is not used. Code made at run time (a dataclass's ``__init__``, named ``<string>``) has no file of its
+  own: it is made again from its class, and the class's file is checked where the capture traced code of it.
+
+Every file is also keyed by ``code_identity()`` (torch, Python, thunderlab's own code, the compile environment)
+and by the jitted function's module, name and code. A call loads the kept captures its tensors could match (their
+sizes, for a capture with static sizes), newest first, and runs the first whose guards pass; when none does, the
+call goes through TorchDynamo as ever, and that capture is kept for the next process (up to eight a function).
+
+Keeping and loading are a fast path (``thunderlab.core.fastpaths``): ``THUNDERLAB_CAPTURES=0`` in the environment,
+or ``set_fast_paths(False)``, turns them off, and every first call is captured by TorchDynamo. Only calls that take
+the direct-call path (``dispatch.DirectCalls``) load captures; a call TorchDynamo must see (a module with hooks, a
+call made under a profiler's frame hook) is captured anew.
+"""
+from __future__ import annotations
+
+import builtins
+import enum
+import hashlib
+import importlib
+import inspect
+import itertools
+import os
+import pickle
+import sys
+import time
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from thunderlab.core import fastpaths
+from thunderlab.core.files import cache_folder, code_identity, write_atomically
+from thunderlab.core.notes import Notes
+
+FOLDER = "thunderlab_captures"
+_FORMAT = 1  # what a kept file holds; a file of another format is not read
+_KEPT_MAX = 8  # captures kept per function, the newest first
+# TorchDynamo's guards on the identity of an object: they cannot be serialized, and are kept as descriptions
+_IDENTITY = ("ID_MATCH", "CLOSURE_MATCH", "FUNCTION_MATCH", "CLASS_MATCH", "MODULE_MATCH", "BUILTIN_MATCH")
+_serial = itertools.count(1)  # names each loaded capture's graph apart in its function's module globals
+
+
+def enabled() -> bool:
+    """Whether captures are kept and loaded (on unless ``THUNDERLAB_CAPTURES=0`` is in the environment, or every
+    fast path is off)."""
+    return fastpaths.switched_on("THUNDERLAB_CAPTURES") and fastpaths.enabled()
+
+
+class NotKept(Exception):
+    """Why a capture cannot be kept, or a kept one cannot be used here."""
+
+
+# ---- descriptions of objects, and of the files traced code came from ----
+
+def describe(value) -> tuple | None:
+    """What identifies ``value`` across processes, or None for an object nothing but its identity names."""
+    if isinstance(value, types.ModuleType):
+        return ("module", value.__name__)
+    if isinstance(value, types.CodeType):
+        return ("code", value.co_qualname, _code_digest(value))
+    if isinstance(value, enum.Enum):
+        return ("enum", type(value).__module__, type(value).__qualname__, value.name)
+    module, name = getattr(value, "__module__", None), getattr(value, "_name", None)
+    if isinstance(module, str) and isinstance(name, str) and module in sys.modules and \
+            getattr(sys.modules[module], name, None) is value:  # a module's named singleton (typing.Any)
+        return ("named", type(value).__qualname__, module, name)
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type, types.MethodDescriptorType,
+                          types.WrapperDescriptorType, types.ClassMethodDescriptorType, torch._ops.OpOverloadPacket,
+                          torch._ops.OpOverload)):
+        code = getattr(value, "__code__", None)
+        digest = _code_digest(code) if isinstance(code, types.CodeType) else None
+        return ("object", type(value).__name__, getattr(value, "__module__", None),
+                getattr(value, "__qualname__", getattr(value, "__name__", None)), digest)
+    return None
+
+
+_PLAIN = (int, float, complex, bool, str, bytes, type(None), torch.dtype, torch.device, torch.memory_format,
+          torch.layout)
+
+
+def fingerprint(value) -> tuple | None:
+    """What a guard compares of ``value``, where another process may rebuild it from elsewhere: a plain value
+    itself, a container's length and keys, another object's type (None: tensors, modules and functions, which
+    their own guards keep)."""
+    if type(value) in _PLAIN or isinstance(value, enum.Enum):
+        return ("value", value)
+    if type(value) in (tuple, list):
+        parts = tuple(fingerprint(v) for v in value)
+        return ("sequence", type(value).__name__, parts)
+    if isinstance(value, dict):
+        return ("dict", tuple(repr(k) for k in value))
+    if isinstance(value, (torch.Tensor, torch.nn.Module, types.ModuleType, type)) or callable(value):
+        return None
+    return ("type", type(value).__module__, type(value).__qualname__)
+
+
+def _shown(printed: tuple | None) -> str:
+    return "another object" if printed is None else repr(printed[-1])
+
+
+def _code_digest(code: types.CodeType) -> str:
+    h = hashlib.sha256()
+
+    def walk(c: types.CodeType) -> None:
+        h.update(c.co_code)
+        h.update(repr(c.co_names).encode())
+        h.update(repr(c.co_varnames).encode())
+        h.update(repr(c.co_freevars).encode())
+        for k in c.co_consts:
+            if isinstance(k, types.CodeType):
+                walk(k)
+            else:
+                h.update(repr(k).encode())
+
+    walk(code)
+    return h.hexdigest()[:32]
+
+
+_FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def file_digest(path: str) -> str | None:
+    """The digest of a source file's bytes (None where it cannot be read); remembered per path, size and mtime."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, st.st_size, st.st_mtime_ns)
+    known = _FILE_DIGESTS.get(key)
+    if known is None:
+        try:
+            with open(path, "rb") as f:
+                known = hashlib.sha256(f.read()).hexdigest()[:32]
+        except OSError:
+            return None
+        _FILE_DIGESTS[key] = known
+    return known
+
+
+def _resolve(module: str, qualname: str):
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+# ---- the FX graph, node by node ----
+
+class _Ref:
+    """A node as another node's argument, by name."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __reduce__(self):
+        return (_Ref, (self.name,))
+
+
+def encode_graph(gm: torch.fx.GraphModule, metas: dict[str, dict]) -> dict:
+    """``gm`` as plain data: its nodes (name, op, target, arguments with nodes by name, the kept metadata) and the
+    attributes its ``get_attr`` nodes read (tensors, or graphs encoded the same way)."""
+    nodes, attrs = [], {}
+    for n in gm.graph.nodes:
+        args = torch.fx.node.map_arg(n.args, lambda a: _Ref(a.name))
+        kwargs = torch.fx.node.map_arg(n.kwargs, lambda a: _Ref(a.name))
+        if n.op == "get_attr":
+            value = gm
+            for part in n.target.split("."):
+                value = getattr(value, part)
+            if isinstance(value, torch.fx.GraphModule):
+                attrs[n.target] = ("graph", encode_graph(value, {m.name: _node_meta(m) for m in value.graph.nodes}))
+            elif isinstance(value, torch.Tensor):
+                attrs[n.target] = ("tensor", value.detach().clone() if not isinstance(value, torch.nn.Parameter)
+                                   else torch.nn.Parameter(value.detach().clone(), value.requires_grad))
+            else:
+                raise NotKept(f"the graph reads an attribute {n.target!r} of type {type(value).__name__}")
+        target = n.target
+        if n.op in ("call_function",) and describe(target) is None and not _picklable(target):
+            raise NotKept(f"the graph calls {target!r}, which cannot be named in another process")
+        nodes.append((n.name, n.op, target, args, kwargs, metas.get(n.name, {})))
+    return {"nodes": nodes, "attrs": attrs}
+
+
+def _picklable(obj) -> bool:
+    try:
+        pickle.dumps(obj)
+        return True
+    except Exception:  # noqa: BLE001 - anything pickle refuses
+        return False
+
+
+def decode_graph(data: dict) -> torch.fx.GraphModule:
+    root = torch.nn.Module()
+    for target, (kind, value) in data["attrs"].items():
+        owner = root
+        *path, last = target.split(".")
+        for part in path:
+            if not hasattr(owner, part):
+                owner.add_module(part, torch.nn.Module())
+            owner = getattr(owner, part)
+        if kind == "graph":
+            owner.add_module(last, decode_graph(value))
+        elif isinstance(value, torch.nn.Parameter):
+            owner.register_parameter(last, value)
+        else:
+            owner.register_buffer(last, value)
+    graph = torch.fx.Graph()
+    made: dict[str, torch.fx.Node] = {}
+
+    def back(a):
+        if isinstance(a, _Ref):
+            return made[a.name]
+        if isinstance(a, (list, tuple)):
+            out = [back(v) for v in a]
+            return type(a)(out) if not hasattr(a, "_fields") else type(a)(*out)
+        if isinstance(a, dict):
+            return {k: back(v) for k, v in a.items()}
+        if isinstance(a, slice):
+            return slice(back(a.start), back(a.stop), back(a.step))
+        return a
+
+    for name, op, target, args, kwargs, meta in data["nodes"]:
+        node = graph.create_node(op, target, back(args), back(kwargs), name=name)
+        if node.name != name:
+            raise NotKept(f"node {name!r} came back as {node.name!r}")
+        node.meta.update(meta)
+        made[name] = node
+    return torch.fx.GraphModule(root, graph)
+
+
+def _node_meta(node: torch.fx.Node) -> dict:
+    """What thunderlab's lowering reads of a node's metadata: its source line and module path, and its eager dtype."""
+    from .autocast import EAGER_DTYPE, eager_dtype
+
+    meta: dict[str, Any] = {EAGER_DTYPE: eager_dtype(node)}
+    if node.meta.get("stack_trace"):
+        meta["stack_trace"] = node.meta["stack_trace"]
+    stack = node.meta.get("nn_module_stack")
+    if stack:
+        meta["nn_module_stack"] = {k: (str(v[0]), None) for k, v in stack.items()}
+    return meta
+
+
+# ---- the call's tensors, to choose which kept captures to load ----
+
+def signature(frame_locals: dict) -> tuple:
+    """Each tensor among the frame's locals (and one level into tuples, lists and dicts): where, its sizes, dtype
+    and whether it requires grad."""
+    found = []
+    for name, v in frame_locals.items():
+        items = ((name, v),)
+        if isinstance(v, (tuple, list)):
+            items = tuple((f"{name}[{i}]", x) for i, x in enumerate(v))
+        elif isinstance(v, dict):
+            items = tuple((f"{name}[{k!r}]", x) for k, x in v.items())
+        for where, x in items:
+            if isinstance(x, torch.Tensor):
+                found.append((where, tuple(x.shape), str(x.dtype), x.requires_grad))
+    return tuple(found)
+
+
+def _may_match(kept: tuple, static: bool, now: tuple) -> bool:
+    if len(kept) != len(now):
+        return False
+    for (w1, s1, d1, r1), (w2, s2, d2, r2) in zip(kept, now):
+        if w1 != w2 or d1 != d2 or r1 != r2 or len(s1) != len(s2) or (static and s1 != s2):
+            return False
+    return True
+
+
+# ---- a loaded capture, standing in for one of TorchDynamo's cache entries ----
+
+class Kept:
+    """A capture loaded from disk, as ``DirectCalls`` uses one of TorchDynamo's cache entries: its rewritten
+    ``code``, its ``guard_manager`` and the ``backend`` that made its graph, with ``identity``, the check that the
+    names its identity guards read still read the objects they read when it was loaded (given the frame's locals)."""
+
+    __slots__ = ("code", "guard_manager", "backend", "identity", "graph", "saved", "__weakref__")
+
+    def __init__(self, code, guard_manager, backend, identity, graph, saved: float):
+        self.code, self.guard_manager, self.backend = code, guard_manager, backend
+        self.identity, self.graph, self.saved = identity, graph, saved
+
+
+def _identity_check(names: list[str], objects: list, globals_: dict) -> Callable[[dict], bool]:
+    """A function of the frame's locals that answers whether every name reads its object (``is``)."""
+    if not names:
+        return _always
+    env = {"G": globals_, **{f"_o{i}": o for i, o in enumerate(objects)}}
+    body = " and ".join(f"({name}) is _o{i}" for i, name in enumerate(names))
+    src = f"def check(L):\n    try:\n        return {body}\n    except Exception:\n        return False\n"
+    exec(compile(src, "<thunderlab kept capture identity>", "exec"), env)
+    return env["check"]
+
+
+def _always(L) -> bool:
+    return True
+
+
+def _evaluate(name: str, globals_: dict, frame_locals: dict):
+    return eval(name, {"G": globals_, "L": frame_locals, "__builtins__": builtins})  # noqa: S307 - TorchDynamo's own source names
+
+
+# ---- one jitted function's kept captures ----
+
+class Store:
+    """The captures kept for one jitted function (``func``, the plain function TorchDynamo's frame runs), made by
+    ``backend`` and reached through ``link``. ``kept`` and ``loaded`` count captures written and read by this
+    process; ``why_not`` says why the last capture was not kept, or the last kept one not used."""
+
+    def __init__(self, func: types.FunctionType, backend, link):
+        self.func = func
+        self.backend = weakref.ref(backend)
+        self.link = link
+        key = hashlib.sha256("\0".join((code_identity(), func.__module__ or "", func.__qualname__,
+                                        _code_digest(func.__code__))).encode()).hexdigest()[:40]
+        self.path = cache_folder(FOLDER) / f"{key}.pkl"
+        self.pending: dict | None = None  # a capture seen by the backend, until its guards are built
+        self.ready: dict | None = None  # a capture whose guards are built, until its bytecode is known
+        self._file: list[dict] | None = None  # what the file holds, read at the first need
+        self._tried: set[str] = set()  # ids of kept captures loaded or refused here
+        self.kept = 0
+        self.loaded = 0
+        self.load_s = 0.0
+        self.why_not = ""
+        self._installed: list[str] = []  # names this store put in the function's module globals
+        weakref.finalize(self, _forget, func.__globals__, self._installed)
+
+    # -- keeping: the backend's call, TorchDynamo's guard export, then the call's return --
+
+    def captured(self, gm: torch.fx.GraphModule, graph, guards_before: list, origin: Notes) -> None:
+        """The backend is compiling ``gm`` as ``graph`` in a frame TorchDynamo is capturing; ``guards_before`` are the
+        frame's guards before ``attribute_guards.collapse`` replaced some."""
+        self.pending = None
+        if not enabled():
+            return
+        try:
+            from torch._dynamo.symbolic_convert import tls
+
+            tx = tls.current_tx
+            output, code = tx.output, tx.output.root_tx.f_code
+        except AttributeError:
+            return
+        if code is not self.func.__code__:
+            return  # a resumed frame after a graph break, or a function the jitted one calls
+        self.pending = {"output": output, "graph": graph, "gm": gm, "before": guards_before,
+                        "after": list(output.guards.inner), "origin": origin,
+                        "metas": {n.name: _node_meta(n) for n in gm.graph.nodes},
+                        "static": graph.static, "values": graph.value_inputs}
+
+    def guards_built(self, guards) -> None:
+        """TorchDynamo built the frame's guards (its ``guard_export_fn``): serialize them, while the frame's
+        capture is still at hand."""
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return
+        try:
+            self.ready = self._serialize_guards(pending)
+        except NotKept as e:
+            self.why_not = f"not kept: {e}"
+        except Exception as e:  # noqa: BLE001 - keeping is an optimization: the call goes on as captured
+            self.why_not = f"not kept: serializing the guards failed ({type(e).__name__}: {e})"
+
+    def _serialize_guards(self, pending: dict) -> dict:
+        from torch._dynamo import guards as dynamo_guards
+        from torch._dynamo.guards import CheckFunctionManager
+        from torch.utils._ordered_set import OrderedSet
+
+        output = pending["output"]
+        guard_set = output.guards
+        added = set(pending["after"]) - set(pending["before"])
+        dropped = [g for g in pending["before"] if g not in set(pending["after"])]
+        # every guard TorchDynamo made: those the collapse replaced by a dictionary version, not the replacements
+        whole = OrderedSet([g for g in guard_set.inner if g not in added] + dropped)
+        scope = {"G": output.global_scope, "L": output.local_scope}
+        identity: list[tuple[str, tuple]] = []
+        refused: list[str] = []
+
+        values: dict[str, tuple] = {}
+
+        def keep(entries):
+            verdicts = []
+            for e in entries:
+                kinds = (e.guard_type, *e.derived_guard_types)
+                if not any(k in CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES for k in kinds):
+                    verdicts.append(True)
+                    printed = fingerprint(e.value) if e.has_value else None
+                    if printed is not None:
+                        values[e.orig_guard.name] = printed
+                    continue
+                verdicts.append(False)
+                name = e.orig_guard.name
+                if not any(k in _IDENTITY for k in kinds):
+                    refused.append(f"a {e.guard_type} guard on {name}")
+                    continue
+                try:
+                    value = _evaluate(name, scope["G"], scope["L"])
+                except Exception:  # noqa: BLE001
+                    refused.append(f"a guard on {name}, which cannot be read back")
+                    continue
+                described = describe(value) if (not e.has_value or value is e.value) else None
+                if described is None:
+                    refused.append(f"a guard on the identity of {name} ({type(value).__name__})")
+                else:
+                    identity.append((name, described))
+            return verdicts
+
+        made = dynamo_guards.GuardsStatePickler.reducer_override
+
+        def reducer_override(pickler, obj):
+            # a function its module does not name (a decorator's wrapped original): kept by its code and closure,
+            # as TorchDynamo keeps functions defined inside others, so that guards on its closure can be rebuilt
+            reduced = made(pickler, obj)
+            if inspect.isfunction(obj) and isinstance(reduced, tuple) and reduced[0] is dynamo_guards._Missing:
+                return _function, (obj.__code__, obj.__module__, obj.__name__, obj.__qualname__, obj.__defaults__,
+                                   obj.__kwdefaults__, obj.__closure__, dict(obj.__dict__))
+            return reduced
+
+        inner, by_source = guard_set.inner, guard_set.source_to_guards
+        guard_set.inner = whole
+        dynamo_guards.GuardsStatePickler.reducer_override = reducer_override
+        try:
+            manager = CheckFunctionManager(self.func.__code__, output, guard_filter_fn=keep, save_guards=True)
+        finally:
+            dynamo_guards.GuardsStatePickler.reducer_override = made
+            guard_set.inner, guard_set.source_to_guards = inner, by_source
+        if refused:
+            raise NotKept("its guards include " + "; ".join(sorted(set(refused))[:3]))
+        if manager.guards_state is None:
+            raise NotKept("TorchDynamo made no serialized guards")
+        sources = {}
+        for code in output.tracing_context.traced_code:
+            path = code.co_filename
+            if path.startswith("<") and path.endswith(">"):
+                # the standard library's frozen modules (fixed by the Python version, in code_identity), and code
+                # made at run time from a class (a dataclass's __init__): made again from its class's own file
+                continue
+            if path not in sources:
+                digest = file_digest(path)
+                if digest is None:
+                    raise NotKept(f"the traced file {path} cannot be read")
+                sources[path] = digest
+        return {**{k: pending[k] for k in ("graph", "gm", "metas", "static", "values", "origin")},
+                "guards": manager.guards_state, "identity": identity, "guard_values": values, "sources": sources,
+                "signature": signature(output.local_scope)}
+
+    def flush(self, entries: list) -> None:
+        """After the call: keep the capture whose guards were built, with the bytecode TorchDynamo made for it
+        (``entries``: TorchDynamo's cache entries of the function's code)."""
+        ready, self.ready = self.ready, None
+        if ready is None:
+            return
+        try:
+            self._write(self._entry(ready, entries))
+            self.kept += 1
+        except NotKept as e:
+            self.why_not = f"not kept: {e}"
+        except Exception as e:  # noqa: BLE001 - keeping is an optimization
+            self.why_not = f"not kept: {type(e).__name__}: {e}"
+
+    def _entry(self, ready: dict, entries: list) -> dict:
+        from torch._dynamo.package import SerializedCode
+
+        globals_ = self.func.__globals__
+        graph = ready["graph"]
+        code = graph_name = None
+        for entry in entries:
+            for name in entry.code.co_names:
+                if name.startswith("__compiled_fn") and \
+                        getattr(globals_.get(name), "_torchdynamo_orig_callable", None) is graph:
+                    code, graph_name = entry.code, name
+        if code is None:
+            raise NotKept("TorchDynamo's bytecode for the graph was not found")
+        if any(n.startswith("__resume_at") for n in _names(code)):
+            raise NotKept("the function has a graph break")
+        installed = {}
+        for name in sorted(_names(code)):
+            if not name.startswith("__") or name == graph_name or name not in globals_:
+                continue
+            value = globals_[name]
+            if isinstance(value, types.ModuleType):
+                installed[name] = ("module", value.__name__)
+                continue
+            module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+            try:
+                same = module is not None and qualname is not None and _resolve(module, qualname) is value
+            except Exception:  # noqa: BLE001
+                same = False
+            if not same:
+                raise NotKept(f"its bytecode reads {name}, which another process cannot make again")
+            installed[name] = ("object", module, qualname)
+        builtins_dicts = [n for n, v in globals_.items()
+                          if n.startswith("__builtins_dict___") and v is builtins.__dict__]
+        origin = ready["origin"]
+        return {"id": hashlib.sha256(pickle.dumps((time.time(), os.getpid(), graph_name))).hexdigest()[:16],
+                "saved": time.time(), "guards": ready["guards"], "identity": ready["identity"],
+                "sources": ready["sources"], "signature": ready["signature"], "static": ready["static"],
+                "value_inputs": ready["values"], "guard_values": ready["guard_values"],
+                "code": SerializedCode.from_code_object(code), "graph_name": graph_name, "installed": installed,
+                "builtins_dicts": builtins_dicts,
+                "graph": encode_graph(ready["gm"], ready["metas"]),
+                "origin": (origin.summary, dict(origin.facts))}
+
+    def _write(self, entry: dict) -> None:
+        kept = [entry, *(e for e in self._read() if e.get("id") != entry["id"])][:_KEPT_MAX]
+        blob = pickle.dumps({"format": _FORMAT, "entries": kept})  # anything that does not pickle fails here
+        self._file = kept
+        self._tried.add(entry["id"])  # this process has TorchDynamo's own entry for it
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.path, blob)
+
+    def _read(self) -> list[dict]:
+        if self._file is None:
+            self._file = []
+            try:
+                with open(self.path, "rb") as f:
+                    data = pickle.load(f)  # noqa: S301 - written by thunderlab beside Inductor's (pickled) cache
+                if isinstance(data, dict) and data.get("format") == _FORMAT:
+                    self._file = list(data["entries"])
+            except FileNotFoundError:
+                pass
+            except Exception as e:  # noqa: BLE001 - a file another version wrote, or a damaged one: captured anew
+                self.why_not = f"the kept captures could not be read ({type(e).__name__}: {e})"
+        return self._file
+
+    # -- loading --
+
+    def untried(self) -> bool:
+        """Whether the file may hold captures not yet loaded or refused here."""
+        return self._file is None or any(e["id"] not in self._tried for e in self._file)
+
+    def load_for(self, frame_locals: dict) -> list[Kept]:
+        """Load the kept captures this call's tensors could match and not tried before, newest first."""
+        now = signature(frame_locals)
+        loaded = []
+        for entry in self._read():
+            if entry["id"] in self._tried or not _may_match(entry["signature"], entry["static"], now):
+                continue
+            self._tried.add(entry["id"])
+            start = time.perf_counter()
+            try:
+                loaded.append(self._load(entry, frame_locals))
+                self.loaded += 1
+            except NotKept as e:
+                self.why_not = f"a kept capture was not used: {e}"
+            except Exception as e:  # noqa: BLE001 - the call is captured by TorchDynamo instead
+                self.why_not = f"a kept capture was not used ({type(e).__name__}: {e})"
+            self.load_s += time.perf_counter() - start
+        return loaded
+
+    def _load(self, entry: dict, frame_locals: dict) -> Kept:
+        from torch._dynamo.guards import _Missing
+        from torch._dynamo.package import SerializedCode, load_guard_manager, load_guards_state
+
+        backend = self.backend()
+        if backend is None:
+            raise NotKept("the jitted function was freed")
+        for path, digest in entry["sources"].items():
+            if file_digest(path) != digest:
+                raise NotKept(f"{path} changed since it was captured")
+        globals_ = self.func.__globals__
+        serial = next(_serial)
+        renames = {}  # the bytecode's globals, under names of this load's own (TorchDynamo's may come back)
+        for name, how in entry["installed"].items():
+            value = importlib.import_module(how[1]) if how[0] == "module" else _resolve(how[1], how[2])
+            if name.startswith("__import_"):  # TorchDynamo's module aliases: one name per module, shared
+                if globals_.setdefault(name, value) is not value:
+                    raise NotKept(f"the global {name} reads another object")
+            else:
+                renames[name] = f"__thunderlab_kept{serial}{name}"
+        for name in entry["builtins_dicts"]:  # named by TorchDynamo's counter, which must now count past them
+            if globals_.setdefault(name, builtins.__dict__) is not builtins.__dict__:
+                raise NotKept(f"the global {name} reads another object")
+            _count_past(int(name.rsplit("_", 1)[1]))
+        names, objects = [], []
+        for name, described in entry["identity"]:
+            try:
+                value = _evaluate(name, globals_, frame_locals)
+            except Exception as e:  # noqa: BLE001
+                raise NotKept(f"{name} cannot be read ({type(e).__name__})") from None
+            if describe(value) != described:
+                raise NotKept(f"{name} is not the object it was when captured")
+            names.append(name)
+            objects.append(value)
+        identity = _identity_check(names, objects, globals_)
+        state = load_guards_state(entry["guards"])
+        # TorchDynamo rebuilds each guard's expected value from the scope it kept, where a class or module is
+        # kept by name: what it reads through one (a class attribute, a module's flag) is read from the class or
+        # module as it is now. Each must still be what the capture saw, or the guard would compare with today's.
+        scope = {"L": state.output_graph.local_scope, "G": state.output_graph.global_scope or globals_}
+        for name, expected in entry["guard_values"].items():
+            try:
+                value = _evaluate(name, scope["G"], scope["L"])
+            except Exception:  # noqa: BLE001
+                value = ("unreadable",)
+            if isinstance(value, _Missing):  # not kept (a module's hook dictionary): no guard is rebuilt from it
+                continue
+            now = fingerprint(value)
+            if now != expected:
+                raise NotKept(f"{name} was {_shown(expected)} when captured, and reads {_shown(now)} now")
+        manager = load_guard_manager(state, self.func.__code__, globals_)
+        gm = decode_graph(entry["graph"])
+        summary, facts = entry["origin"]
+        saved = entry["saved"]
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved))
+        facts = {**facts, "kept_capture": {"file": str(self.path), "saved": when}}
+        notes = Notes(f"{summary}; loaded from the capture kept on {when} (TorchDynamo did not run)" if summary
+                      else f"loaded from the capture kept on {when} (TorchDynamo did not run)", facts)
+        graph = backend.adopt(gm, notes, static=entry["static"], value_inputs=tuple(entry["value_inputs"]))
+        renames[entry["graph_name"]] = f"__thunderlab_direct__compiled_fn_kept{serial}"
+        for name, new in renames.items():
+            how = entry["installed"].get(name)
+            globals_[new] = graph if how is None else _resolve(how[1], how[2]) if how[0] == "object" \
+                else importlib.import_module(how[1])
+            self._installed.append(new)
+        code = _renamed(SerializedCode.to_code_object(entry["code"]), renames)
+        return Kept(code, manager, self.link, identity, graph, saved)
+
+
+def _function(code, module, name, qualname, defaults, kwdefaults, closure, attributes) -> types.FunctionType:
+    """A function made again from its parts (for the values its guards compare with, not to be called)."""
+    f = types.FunctionType(code, importlib.import_module(module).__dict__, name, defaults, closure)
+    f.__qualname__, f.__kwdefaults__ = qualname, kwdefaults
+    f.__dict__.update(attributes)
+    return f
+
+
+def _count_past(n: int) -> None:
+    """Make TorchDynamo's name counter (``unique_id``, one for every name it installs) count past ``n``."""
+    from torch._dynamo.bytecode_transformation import unique_id
+
+    while int(unique_id("__thunderlab_count").rsplit("_", 1)[1]) < n:
+        pass
+
+
+def _names(code: types.CodeType):
+    yield from code.co_names
+    for k in code.co_consts:
+        if isinstance(k, types.CodeType):
+            yield from _names(k)
+
+
+def _renamed(code: types.CodeType, renames: dict[str, str]) -> types.CodeType:
+    consts = tuple(_renamed(k, renames) if isinstance(k, types.CodeType) else k for k in code.co_consts)
+    return code.replace(co_names=tuple(renames.get(n, n) for n in code.co_names), co_consts=consts)
+
+
+def _forget(globals_: dict, names: list[str]) -> None:
+    for name in names:
+        globals_.pop(name, None)
+
+
+class GuardHook:
+    """TorchDynamo's ``guard_export_fn`` for a jitted function: tells its Store, weakly held, that a frame's guards
+    were built. TorchDynamo keeps its hooks for as long as the compiled function's cache lives."""
+
+    __slots__ = ("store",)
+
+    def __init__(self):
+        self.store: weakref.ref | None = None
+
+    def __call__(self, guards) -> None:
+        store = self.store() if self.store is not None else None
+        if store is not None and store.pending is not None:
+            store.guards_built(guards)
