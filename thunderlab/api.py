@@ -82,8 +82,8 @@ class JitFunction:
         """Calls that found a compiled program (``hits``) and that compiled one (``misses``); TorchDynamo's graphs,
         those ending at a graph break and those captured again after a guard failed (each record's capture step
         says where and why); calls that ran past Dynamo's frame hook (``direct_calls``); calls run as TorchDynamo
-        captured their graph because its sizes kept changing (``ran_as_captured``: see ``set_limits(new_sizes=)``); captures
-        this process kept on disk for a later one and loaded from an earlier one (``captures_kept``,
+        captured their graph because its sizes kept changing (``ran_as_captured``: see ``set_limits(new_sizes=)``);
+        captures this process kept on disk for a later one and loaded from an earlier one (``captures_kept``,
         ``captures_loaded``: see ``thunderlab.frontend.captures``)."""
         graphs = self.backend.graphs
         store = self.direct.kept if self.direct else None

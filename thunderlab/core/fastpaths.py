@@ -9,6 +9,7 @@ fast path                   where                                 plain path
 ==========================  ====================================  ==================================
 direct calls                frontend/dispatch.py (JitFunction)    every call through TorchDynamo
 printed direct-call checks  frontend/guards.py, bytecode.py       Dynamo's guard tree and bytecode
+captures kept on disk       frontend/captures.py (direct calls)   every first call captured by TorchDynamo
 aten entry points           executors/torch.py (implementation)   ``torch.ops.aten.x(...)`` as written
 GELU kernel by size         executors/torch.py (NATIVE_GELU_...)  eager's kernel choice everywhere
 Inductor graph, unguarded   executors/inductor.py (_direct)       TorchDynamo's guarded function
@@ -24,10 +25,12 @@ collector paused in passes  passes/runner.py (collector_paused)   Python's gc ru
 A switch applies from the next call (direct calls, metadata, printing) or the next compilation
 (what an executor binds); programs compiled before keep what they were bound to.
 
-Two of them change process-wide state, each only for the work that needs it: the GELU kernel choice
-switches oneDNN off around one small kernel call, and the pipeline runner pauses the garbage collector
-while passes run. The third process-wide change, the random-generator setters a background compile
-replaces while it runs (executors/generators.py), is no fast path: it keeps draws correct.
+Three of them change process-wide state, each only for the work that needs it: the GELU kernel choice
+switches oneDNN off around one small kernel call, the pipeline runner pauses the garbage collector
+while passes run, and keeping a capture on disk gives TorchDynamo's guard pickler a rule for functions their
+module does not name while that capture's guards are serialized (frontend/captures.py). One more process-wide
+change, the random-generator setters a background compile replaces while it runs (executors/generators.py), is no
+fast path: it keeps draws correct.
 """
 from __future__ import annotations
 

@@ -345,6 +345,7 @@ class Store:
         self.ready: dict | None = None  # a capture whose guards are built, until its bytecode is known
         self._file: list[dict] | None = None  # what the file holds, read at the first need
         self._tried: set[str] = set()  # ids of kept captures loaded or refused here
+        self._untried = True  # whether the file may hold captures not in _tried (not read yet: it may)
         self.kept = 0
         self.loaded = 0
         self.load_s = 0.0
@@ -399,7 +400,7 @@ class Store:
         # every guard TorchDynamo made: those the collapse replaced by a dictionary version, not the replacements
         whole = OrderedSet([g for g in guard_set.inner if g not in added] + dropped)
         scope = {"G": output.global_scope, "L": output.local_scope}
-        identity: list[tuple[str, tuple]] = []
+        identity: dict[str, tuple] = {}  # (TorchDynamo may filter the guards twice: once per name)
         refused: list[str] = []
 
         values: dict[str, tuple] = {}
@@ -428,7 +429,7 @@ class Store:
                 if described is None:
                     refused.append(f"a guard on the identity of {name} ({type(value).__name__})")
                 else:
-                    identity.append((name, described))
+                    identity[name] = described
             return verdicts
 
         made = dynamo_guards.GuardsStatePickler.reducer_override
@@ -467,13 +468,14 @@ class Store:
                     raise NotKept(f"the traced file {path} cannot be read")
                 sources[path] = digest
         return {**{k: pending[k] for k in ("graph", "gm", "metas", "static", "values", "origin")},
-                "guards": manager.guards_state, "identity": identity, "guard_values": values, "sources": sources,
+                "guards": manager.guards_state, "identity": list(identity.items()), "guard_values": values,
+                "sources": sources,
                 "signature": signature(output.local_scope)}
 
     def flush(self, entries: list) -> None:
         """After the call: keep the capture whose guards were built, with the bytecode TorchDynamo made for it
         (``entries``: TorchDynamo's cache entries of the function's code)."""
-        ready, self.ready = self.ready, None
+        ready, self.ready, self.pending = self.ready, None, None
         if ready is None:
             return
         try:
@@ -532,8 +534,12 @@ class Store:
         blob = pickle.dumps({"format": _FORMAT, "entries": kept})  # anything that does not pickle fails here
         self._file = kept
         self._tried.add(entry["id"])  # this process has TorchDynamo's own entry for it
+        self._recount()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, blob)
+
+    def _recount(self) -> None:
+        self._untried = self._file is None or any(e["id"] not in self._tried for e in self._file)
 
     def _read(self) -> list[dict]:
         if self._file is None:
@@ -547,13 +553,15 @@ class Store:
                 pass
             except Exception as e:  # noqa: BLE001 - a file another version wrote, or a damaged one: captured anew
                 self.why_not = f"the kept captures could not be read ({type(e).__name__}: {e})"
+            self._recount()
         return self._file
 
     # -- loading --
 
     def untried(self) -> bool:
-        """Whether the file may hold captures not yet loaded or refused here."""
-        return self._file is None or any(e["id"] not in self._tried for e in self._file)
+        """Whether the file may hold captures not yet loaded or refused here (asked on every direct call that
+        binds its arguments: kept as a flag)."""
+        return self._untried
 
     def load_for(self, frame_locals: dict) -> list[Kept]:
         """Load the kept captures this call's tensors could match and not tried before, newest first."""
@@ -563,6 +571,7 @@ class Store:
             if entry["id"] in self._tried or not _may_match(entry["signature"], entry["static"], now):
                 continue
             self._tried.add(entry["id"])
+            self._recount()
             start = time.perf_counter()
             try:
                 loaded.append(self._load(entry, frame_locals))
