@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -251,3 +252,60 @@ def test_models_train_from_kept_captures_as_eager(tmp_path):
         assert first["equal"] and second["equal"], (first, second)
         assert first["kept"] == 1, first
         assert second["loaded"] == 1 and second["graphs"] == 1, second
+
+
+@pytest.fixture
+def keeping(tmp_path, monkeypatch):
+    """Captures kept and loaded in this process, in a folder of this test's own."""
+    monkeypatch.setenv("THUNDERLAB_CAPTURES", "1")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def hooked(x):
+    y = x * 2
+    y.register_hook(lambda g: g * 3)  # TorchDynamo hands it over as a higher-order operator with a body graph
+    return torch.sin(y).sum(1)
+
+
+def test_a_second_jit_in_the_process_loads_the_first_ones_capture_operators_and_bodies_included(keeping):
+    import thunderlab
+
+    first = thunderlab.jit(hooked)
+    x = torch.randn(4, 4, requires_grad=True)
+    first(x).sum().backward()
+    assert first.cache_info["captures_kept"] == 1, first.direct.kept.why_not
+    second = thunderlab.jit(hooked)
+    x2 = x.detach().clone().requires_grad_()
+    out = second(x2)
+    out.sum().backward()
+    x.grad = None
+    hooked(x).sum().backward()
+    assert second.cache_info["captures_loaded"] == 1 and second.cache_info["direct_calls"] == 1
+    torch.testing.assert_close(out, hooked(x))
+    torch.testing.assert_close(x2.grad, x.grad)  # the hook's factor 3 is in the gradient
+
+
+def test_a_capture_that_cannot_be_kept_leaves_nothing_alive(keeping):
+    """A module class made by ``exec`` cannot be named in another process, so its capture's guards do not
+    serialize; the half-built guard manager must not keep the capture (and the model) alive."""
+    import gc
+    import weakref
+
+    import thunderlab
+
+    ns = {"torch": torch}
+    exec("class Made(torch.nn.Module):\n"
+         "    def __init__(self):\n"
+         "        super().__init__()\n"
+         "        self.w = torch.nn.Parameter(torch.randn(8, 8))\n"
+         "    def forward(self, x):\n"
+         "        return (x @ self.w).relu()\n", ns)
+    model = ns.pop("Made")()
+    j = thunderlab.jit(model)
+    j(torch.randn(2, 8))
+    assert j.cache_info["captures_kept"] == 0 and "not kept" in j.direct.kept.why_not
+    graph = weakref.ref(j.backend.graphs[0].capture.gm)
+    parameter = weakref.ref(model.w)
+    del j, model
+    gc.collect()
+    assert graph() is None and parameter() is None

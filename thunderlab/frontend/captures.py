@@ -200,17 +200,58 @@ def encode_graph(gm: torch.fx.GraphModule, metas: dict[str, dict]) -> dict:
                                    else torch.nn.Parameter(value.detach().clone(), value.requires_grad))
             else:
                 raise NotKept(f"the graph reads an attribute {n.target!r} of type {type(value).__name__}")
-        target = n.target
-        if n.op in ("call_function",) and describe(target) is None and not _picklable(target):
-            raise NotKept(f"the graph calls {target!r}, which cannot be named in another process")
+        target = _named_target(n.target) if n.op == "call_function" else n.target
+        for leaf in torch.utils._pytree.tree_leaves((args, kwargs)):
+            if not isinstance(leaf, (_Ref, *_PLAIN, slice, type(Ellipsis))) and not _comes_back(leaf):
+                raise NotKept(f"node {n.name} takes {leaf!r}, which another process cannot make again")
         nodes.append((n.name, n.op, target, args, kwargs, metas.get(n.name, {})))
     return {"nodes": nodes, "attrs": attrs}
 
 
-def _picklable(obj) -> bool:
+def _named_target(target):
+    """What names a call's target in another process: an operator by its namespace and name, anything else by
+    pickle, where unpickling gives the very object back."""
+    if isinstance(target, torch._ops.OpOverload):
+        named = ("op", target.namespace, target._opname, target._overloadname)
+    elif isinstance(target, torch._ops.OpOverloadPacket):
+        named = ("packet", *target._qualified_op_name.split("::"))
+    elif isinstance(target, torch._ops.HigherOrderOperator):
+        named = ("higher_order", target.name())
+    elif _comes_back(target):
+        return target
+    else:
+        raise NotKept(f"the graph calls {target!r}, which another process cannot name")
+    if _target(named) is not target:
+        raise NotKept(f"the graph calls {target!r}, which another process cannot name")
+    return _Target(named)
+
+
+class _Target:
+    """A call's target by name (see ``_named_target``)."""
+
+    __slots__ = ("named",)
+
+    def __init__(self, named: tuple):
+        self.named = named
+
+    def __reduce__(self):
+        return (_Target, (self.named,))
+
+
+def _target(named: tuple):
+    kind, *parts = named
+    if kind == "op":
+        ns, name, overload = parts
+        return getattr(getattr(getattr(torch.ops, ns), name), overload)
+    if kind == "packet":
+        return getattr(getattr(torch.ops, parts[0]), parts[1])
+    return getattr(torch.ops.higher_order, parts[0])
+
+
+def _comes_back(obj) -> bool:
+    """Whether pickling ``obj`` and unpickling it gives the very object (a function or class named by its module)."""
     try:
-        pickle.dumps(obj)
-        return True
+        return pickle.loads(pickle.dumps(obj)) is obj  # noqa: S301 - our own bytes, made just now
     except Exception:  # noqa: BLE001 - anything pickle refuses
         return False
 
@@ -246,6 +287,8 @@ def decode_graph(data: dict) -> torch.fx.GraphModule:
         return a
 
     for name, op, target, args, kwargs, meta in data["nodes"]:
+        if isinstance(target, _Target):
+            target = _target(target.named)
         node = graph.create_node(op, target, back(args), back(kwargs), name=name)
         if node.name != name:
             raise NotKept(f"node {name!r} came back as {node.name!r}")
@@ -447,7 +490,7 @@ class Store:
         guard_set.inner = whole
         dynamo_guards.GuardsStatePickler.reducer_override = reducer_override
         try:
-            manager = CheckFunctionManager(self.func.__code__, output, guard_filter_fn=keep, save_guards=True)
+            manager = _saving_manager()(self.func.__code__, output, guard_filter_fn=keep, save_guards=True)
         finally:
             dynamo_guards.GuardsStatePickler.reducer_override = made
             guard_set.inner, guard_set.source_to_guards = inner, by_source
@@ -666,6 +709,30 @@ def _count_past(n: int) -> None:
 
     while int(unique_id("__thunderlab_count").rsplit("_", 1)[1]) < n:
         pass
+
+
+_SAVING = None
+
+
+def _saving_manager() -> type:
+    """TorchDynamo's guard manager, built only to serialize a frame's guards: it registers no finalizer on the objects
+    it guards by identity. TorchDynamo's own registers one per object, to drop a cache entry when that object goes;
+    it holds the manager, and a manager whose build failed part-way still holds the frame's whole capture, for as
+    long as such an object lives (a function of torch's: for good)."""
+    global _SAVING
+    if _SAVING is None:
+        from torch._dynamo.guards import CheckFunctionManager
+
+        class SavingManager(CheckFunctionManager):
+            def id_ref(self, obj: object, obj_str: str) -> int:
+                try:
+                    self._weakrefs.setdefault(id(obj), weakref.ref(obj))
+                except TypeError:  # an object without weak references (a bool)
+                    pass
+                return id(obj)
+
+        _SAVING = SavingManager
+    return _SAVING
 
 
 def _names(code: types.CodeType):
