@@ -46,6 +46,7 @@ import pickle
 import sys
 import time
 import types
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -490,7 +491,9 @@ class Store:
         guard_set.inner = whole
         dynamo_guards.GuardsStatePickler.reducer_override = reducer_override
         try:
-            manager = _saving_manager()(self.func.__code__, output, guard_filter_fn=keep, save_guards=True)
+            with warnings.catch_warnings():  # what pickling the frame's values says (a non-leaf tensor's .grad read)
+                warnings.simplefilter("ignore")
+                manager = _saving_manager()(self.func.__code__, output, guard_filter_fn=keep, save_guards=True)
         finally:
             dynamo_guards.GuardsStatePickler.reducer_override = made
             guard_set.inner, guard_set.source_to_guards = inner, by_source
