@@ -390,6 +390,7 @@ class Store:
         self._file: list[dict] | None = None  # what the file holds, read at the first need
         self._tried: set[str] = set()  # ids of kept captures loaded or refused here
         self._untried = True  # whether the file may hold captures not in _tried (not read yet: it may)
+        self._refused: str | None = None  # why a capture of this function could not be kept, as the file says
         self.kept = 0
         self.loaded = 0
         self.load_s = 0.0
@@ -414,6 +415,10 @@ class Store:
             return
         if code is not self.func.__code__:
             return  # a resumed frame after a graph break, or a function the jitted one calls
+        self._read()
+        if self._refused:  # serializing the guards again would cost what it cost then, for nothing
+            self.why_not = f"not kept: an earlier process could not keep this function's capture ({self._refused})"
+            return
         self.pending = {"output": output, "graph": graph, "gm": gm, "before": guards_before,
                         "after": list(output.guards.inner), "origin": origin,
                         "metas": {n.name: _node_meta(n) for n in gm.graph.nodes},
@@ -428,9 +433,19 @@ class Store:
         try:
             self.ready = self._serialize_guards(pending)
         except NotKept as e:
-            self.why_not = f"not kept: {e}"
+            self._refuse(str(e))
         except Exception as e:  # noqa: BLE001 - keeping is an optimization: the call goes on as captured
-            self.why_not = f"not kept: serializing the guards failed ({type(e).__name__}: {e})"
+            self._refuse(f"serializing the guards failed ({type(e).__name__}: {e})")
+
+    def _refuse(self, why: str) -> None:
+        """This capture cannot be kept: say why, and note it in the file, so that later processes spend nothing on
+        trying again (the file's key changes with the function's code and thunderlab's)."""
+        self.why_not = f"not kept: {why}"
+        self._refused = why
+        try:
+            self._store()
+        except Exception:  # noqa: BLE001 - a note that only saves work
+            pass
 
     def _serialize_guards(self, pending: dict) -> dict:
         from torch._dynamo import guards as dynamo_guards
@@ -481,7 +496,14 @@ class Store:
         def reducer_override(pickler, obj):
             # a function its module does not name (a decorator's wrapped original): kept by its code and closure,
             # as TorchDynamo keeps functions defined inside others, so that guards on its closure can be rebuilt
-            reduced = made(pickler, obj)
+            try:
+                reduced = made(pickler, obj)
+            except (TypeError, torch._dynamo.exc.PackageError):
+                if id(obj) in pickler.guard_tree_values:
+                    raise
+                # an instance of a class defined inside a function (transformers' LLaMA keeps one) that no guard
+                # reads: kept as missing, as TorchDynamo keeps values its guards do not read
+                return dynamo_guards._Missing, ("an instance of a local class",)
             if inspect.isfunction(obj) and isinstance(reduced, tuple) and reduced[0] is dynamo_guards._Missing:
                 return _function, (obj.__code__, obj.__module__, obj.__name__, obj.__qualname__, obj.__defaults__,
                                    obj.__kwdefaults__, obj.__closure__, dict(obj.__dict__))
@@ -528,9 +550,9 @@ class Store:
             self._write(self._entry(ready, entries))
             self.kept += 1
         except NotKept as e:
-            self.why_not = f"not kept: {e}"
+            self._refuse(str(e))
         except Exception as e:  # noqa: BLE001 - keeping is an optimization
-            self.why_not = f"not kept: {type(e).__name__}: {e}"
+            self._refuse(f"{type(e).__name__}: {e}")
 
     def _entry(self, ready: dict, entries: list) -> dict:
         from torch._dynamo.package import SerializedCode
@@ -577,12 +599,17 @@ class Store:
 
     def _write(self, entry: dict) -> None:
         kept = [entry, *(e for e in self._read() if e.get("id") != entry["id"])][:_KEPT_MAX]
-        blob = pickle.dumps({"format": _FORMAT, "entries": kept})  # anything that does not pickle fails here
+        blob = pickle.dumps(entry)  # anything that does not pickle fails here, before the file changes
+        del blob
         self._file = kept
         self._tried.add(entry["id"])  # this process has TorchDynamo's own entry for it
         self._recount()
+        self._store()
+
+    def _store(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, blob)
+        write_atomically(self.path, pickle.dumps({"format": _FORMAT, "entries": self._read(),
+                                                  "refused": self._refused}))
 
     def _recount(self) -> None:
         self._untried = self._file is None or any(e["id"] not in self._tried for e in self._file)
@@ -595,6 +622,7 @@ class Store:
                     data = pickle.load(f)  # noqa: S301 - written by thunderlab beside Inductor's (pickled) cache
                 if isinstance(data, dict) and data.get("format") == _FORMAT:
                     self._file = list(data["entries"])
+                    self._refused = data.get("refused")
             except FileNotFoundError:
                 pass
             except Exception as e:  # noqa: BLE001 - a file another version wrote, or a damaged one: captured anew
