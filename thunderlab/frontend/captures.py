@@ -43,6 +43,7 @@ import inspect
 import itertools
 import os
 import pickle
+import re
 import sys
 import time
 import types
@@ -220,8 +221,12 @@ def _named_target(target):
         named = ("higher_order", target.name())
     elif _comes_back(target):
         return target
-    else:
-        raise NotKept(f"the graph calls {target!r}, which another process cannot name")
+    else:  # a function made inside another and kept under a name in its module (torch.nn.functional.max_pool2d)
+        module = sys.modules.get(getattr(target, "__module__", None) or "")
+        name = next((k for k, v in vars(module).items() if v is target), None) if module is not None else None
+        if name is None:
+            raise NotKept(f"the graph calls {target!r}, which another process cannot name")
+        named = ("attr", module.__name__, name)
     if _target(named) is not target:
         raise NotKept(f"the graph calls {target!r}, which another process cannot name")
     return _Target(named)
@@ -246,6 +251,8 @@ def _target(named: tuple):
         return getattr(getattr(getattr(torch.ops, ns), name), overload)
     if kind == "packet":
         return getattr(getattr(torch.ops, parts[0]), parts[1])
+    if kind == "attr":
+        return getattr(importlib.import_module(parts[0]), parts[1])
     return getattr(torch.ops.higher_order, parts[0])
 
 
@@ -464,9 +471,12 @@ class Store:
 
         values: dict[str, tuple] = {}
 
+        guard_globals: set[str] = set()  # the module globals the guards read
+
         def keep(entries):
             verdicts = []
             for e in entries:
+                guard_globals.update(_GLOBAL.findall(e.orig_guard.name))
                 kinds = (e.guard_type, *e.derived_guard_types)
                 if not any(k in CheckFunctionManager.UNSUPPORTED_SERIALIZATION_GUARD_TYPES for k in kinds):
                     verdicts.append(True)
@@ -521,6 +531,15 @@ class Store:
             guard_set.inner, guard_set.source_to_guards = inner, by_source
         if refused:
             raise NotKept("its guards include " + "; ".join(sorted(set(refused))[:3]))
+        # globals TorchDynamo installed for the guards (a module under a name made of its address): made again
+        installed = {}
+        for name in sorted(guard_globals):
+            if not _INSTALLED.match(name) or name not in self.func.__globals__:
+                continue
+            how = _remade(self.func.__globals__[name])
+            if how is None:
+                raise NotKept(f"its guards read the global {name}, which another process cannot make again")
+            installed[name] = how
         if manager.guards_state is None:
             raise NotKept("TorchDynamo made no serialized guards")
         sources = {}
@@ -537,7 +556,7 @@ class Store:
                 sources[path] = digest
         return {**{k: pending[k] for k in ("graph", "gm", "metas", "static", "values", "origin")},
                 "guards": manager.guards_state, "identity": list(identity.items()), "guard_values": values,
-                "sources": sources,
+                "sources": sources, "guard_globals": installed,
                 "signature": signature(output.local_scope)}
 
     def flush(self, entries: list) -> None:
@@ -573,18 +592,10 @@ class Store:
         for name in sorted(_names(code)):
             if not name.startswith("__") or name == graph_name or name not in globals_:
                 continue
-            value = globals_[name]
-            if isinstance(value, types.ModuleType):
-                installed[name] = ("module", value.__name__)
-                continue
-            module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
-            try:
-                same = module is not None and qualname is not None and _resolve(module, qualname) is value
-            except Exception:  # noqa: BLE001
-                same = False
-            if not same:
+            how = _remade(globals_[name])
+            if how is None:
                 raise NotKept(f"its bytecode reads {name}, which another process cannot make again")
-            installed[name] = ("object", module, qualname)
+            installed[name] = how
         builtins_dicts = [n for n, v in globals_.items()
                           if n.startswith("__builtins_dict___") and v is builtins.__dict__]
         origin = ready["origin"]
@@ -593,6 +604,7 @@ class Store:
                 "sources": ready["sources"], "signature": ready["signature"], "static": ready["static"],
                 "value_inputs": ready["values"], "guard_values": ready["guard_values"],
                 "code": SerializedCode.from_code_object(code), "graph_name": graph_name, "installed": installed,
+                "guard_globals": ready["guard_globals"],
                 "builtins_dicts": builtins_dicts,
                 "graph": encode_graph(ready["gm"], ready["metas"]),
                 "origin": (origin.summary, dict(origin.facts))}
@@ -677,6 +689,10 @@ class Store:
                     raise NotKept(f"the global {name} reads another object")
             else:
                 renames[name] = f"__thunderlab_kept{serial}{name}"
+        for name, how in entry["guard_globals"].items():  # named after an address in the process that kept it
+            value = importlib.import_module(how[1]) if how[0] == "module" else _resolve(how[1], how[2])
+            if globals_.setdefault(name, value) is not value:
+                raise NotKept(f"the global {name} reads another object")
         for name in entry["builtins_dicts"]:  # named by TorchDynamo's counter, which must now count past them
             if globals_.setdefault(name, builtins.__dict__) is not builtins.__dict__:
                 raise NotKept(f"the global {name} reads another object")
@@ -732,6 +748,23 @@ def _function(code, module, name, qualname, defaults, kwdefaults, closure, attri
     f.__qualname__, f.__kwdefaults__ = qualname, kwdefaults
     f.__dict__.update(attributes)
     return f
+
+
+_GLOBAL = re.compile(r"G\['([^']+)'\]")
+_INSTALLED = re.compile(r"^_+\w*?_?\d+_c\d+$")  # install_global_by_id's names: prefix, address, compile id
+
+
+def _remade(value) -> tuple | None:
+    """How another process makes ``value`` again: a module by its name, a function or class by its module and
+    qualified name (where those lead back to it); None for anything else."""
+    if isinstance(value, types.ModuleType):
+        return ("module", value.__name__)
+    module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    try:
+        same = isinstance(module, str) and isinstance(qualname, str) and _resolve(module, qualname) is value
+    except Exception:  # noqa: BLE001
+        same = False
+    return ("object", module, qualname) if same else None
 
 
 def _count_past(n: int) -> None:
