@@ -611,17 +611,18 @@ class Store:
 
     def _write(self, entry: dict) -> None:
         kept = [entry, *(e for e in self._read() if e.get("id") != entry["id"])][:_KEPT_MAX]
-        blob = pickle.dumps(entry)  # anything that does not pickle fails here, before the file changes
-        del blob
+        blob = self._blob(kept)  # anything that does not pickle fails here, before this store changes
         self._file = kept
         self._tried.add(entry["id"])  # this process has TorchDynamo's own entry for it
         self._recount()
-        self._store()
+        self._store(blob)
 
-    def _store(self) -> None:
+    def _blob(self, entries: list[dict]) -> bytes:
+        return pickle.dumps({"format": _FORMAT, "entries": entries, "refused": self._refused})
+
+    def _store(self, blob: bytes | None = None) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, pickle.dumps({"format": _FORMAT, "entries": self._read(),
-                                                  "refused": self._refused}))
+        write_atomically(self.path, blob if blob is not None else self._blob(self._read()))
 
     def _recount(self) -> None:
         self._untried = self._file is None or any(e["id"] not in self._tried for e in self._file)
