@@ -126,6 +126,8 @@ class JitModule(JitFunction, torch.nn.Module):
     ``train()``, ``eval()``, ``to()`` and ``apply()`` act on the original and return the jitted module; other
     attributes are read from and set on the original (``fn`` is the original itself). Hooks registered on the
     jitted module run around the compiled call; the original's own hooks are part of what is compiled.
+    ``isinstance`` answers as for the original (``isinstance(jitted, type(module))``; ``type(jitted)`` is
+    ``JitModule``), so libraries that choose by the model's class (a Trainer saving a checkpoint) treat it alike.
     """
 
     def __init__(self, module: torch.nn.Module, options: Options, direct: bool = True):
@@ -143,6 +145,21 @@ class JitModule(JitFunction, torch.nn.Module):
         object.__setattr__(self, "forward", functools.update_wrapper(forward, module.forward))
 
     _module = True  # JitFunction.__call__ sends calls to nn.Module's while hooks are registered on it
+
+    @property
+    def __class__(self):
+        """The original's class, so that ``isinstance(jitted, type(model))`` holds as it does for the model.
+
+        Libraries decide by the model's class what to do with it: a Hugging Face ``Trainer`` saves a checkpoint
+        with ``save_pretrained`` (which handles tied weights) only for a ``PreTrainedModel``. ``type(jitted)`` is
+        still ``JitModule``, and ``isinstance(jitted, JitModule)`` holds too.
+        """
+        return type(self.__dict__["fn"]) if "fn" in self.__dict__ else type(self)
+
+    @__class__.setter
+    def __class__(self, cls) -> None:
+        raise TypeError(f"cannot change the class of a module jitted by thunderlab (to {cls.__name__}); change the "
+                        f"original's before jitting it (torch.nn.utils.parametrize does, for one)")
 
     @property
     def training(self) -> bool:

@@ -355,6 +355,59 @@ def test_hugging_face_trainer_with_the_thunderlab_backend_or_a_jitted_model_matc
     assert (tmp_path / "saved" / "config.json").exists()
 
 
+def test_hugging_face_trainer_checkpoints_a_jitted_tied_weight_model_and_resumes_from_them(tmp_path):
+    # transformers' documented checkpointing: save_strategy="steps" writes checkpoint-N folders that
+    # from_pretrained opens and train(resume_from_checkpoint=...) continues from. GPT-2 ties its input embedding
+    # and output weights, which the Trainer saves correctly only through save_pretrained, i.e. only for a model it
+    # recognises as a PreTrainedModel.
+    pytest.importorskip("accelerate")
+    from transformers import GPT2LMHeadModel, PreTrainedModel, Trainer, TrainingArguments
+
+    from thunderlab.examples import gpt2_from_config
+
+    class Tokens(torch.utils.data.Dataset):
+        def __len__(self):
+            return 24
+
+        def __getitem__(self, i):
+            ids = torch.randint(0, 64, (12,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids}
+
+    def trainer(model, out):
+        args = TrainingArguments(output_dir=str(tmp_path / out), per_device_train_batch_size=4, max_steps=6,
+                                 learning_rate=1e-3, warmup_steps=2, max_grad_norm=1.0, logging_steps=1, seed=0,
+                                 use_cpu=True, report_to=[], save_strategy="steps", save_steps=3,
+                                 dataloader_num_workers=0, disable_tqdm=True)
+        return Trainer(model=model, args=args, train_dataset=Tokens())
+
+    def fresh():
+        return gpt2_from_config(n_layer=2, n_embd=32, n_head=2, vocab_size=64).train()  # no dropout
+
+    ref = fresh()
+    trainer(ref, "eager").train()
+
+    jitted = thunderlab.jit(fresh())
+    assert isinstance(jitted, GPT2LMHeadModel) and isinstance(jitted, PreTrainedModel)
+    assert type(jitted) is thunderlab.api.JitModule and isinstance(jitted, thunderlab.api.JitModule)
+    trainer(jitted, "jit").train()
+    assert_close_params(ref, jitted.fn, atol=1e-5, rtol=1e-4)
+    for step in (3, 6):
+        saved = GPT2LMHeadModel.from_pretrained(tmp_path / "jit" / f"checkpoint-{step}")
+        expected = GPT2LMHeadModel.from_pretrained(tmp_path / "eager" / f"checkpoint-{step}")
+        assert saved.lm_head.weight is saved.transformer.wte.weight or torch.equal(saved.lm_head.weight,
+                                                                                  saved.transformer.wte.weight)
+        assert_close_params(expected, saved, atol=1e-5, rtol=1e-4)
+
+    # a new jitted model resumes from the middle checkpoint (weights, optimizer, schedule) and ends where the
+    # uninterrupted run ended
+    resumed = thunderlab.jit(fresh())
+    trainer(resumed, "resumed").train(resume_from_checkpoint=str(tmp_path / "jit" / "checkpoint-3"))
+    assert_close_params(ref, resumed.fn, atol=1e-5, rtol=1e-4)
+
+    with pytest.raises(TypeError, match="change the original's before jitting"):
+        jitted.__class__ = GPT2LMHeadModel
+
+
 def test_jitted_module_in_a_training_loop_compiles_once_and_its_regions_switch_to_kernels_built_elsewhere():
     # The tiered start (README, "Fusion, timings and the tiered start"): a region runs with torch while its kernel
     # compiles in the background, then switches. In a training loop the caller never leaves the interpreter lock
