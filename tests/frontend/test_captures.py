@@ -214,6 +214,14 @@ for name in sys.argv[1:]:
         model = examples.LlamaBlock(64, 4)
         x = torch.randn(2, 16, 64)
         call = lambda f: f(x).sum()
+    elif name == "hf_llama":  # transformers' LlamaForCausalLM: its rotary function is a `kernels` function module
+        sys.path.insert(0, os.environ["ROOT"])
+        from tests.zoo.models import BY_NAME, attn_implementations, inputs, pair
+
+        entry = BY_NAME["llama"]
+        model = pair(entry, attn_implementations(entry)[-1])[0].train()
+        batch = inputs(entry, model, batch=2, length=16)
+        call = lambda f: f(**batch).loss
     else:  # nanoGPT's model in training, dropout on: the draws must be eager's
         model = TinyGPT(vocab=128, n_embd=64, n_head=4, n_layer=2, block=64, dropout=0.1)
         idx, tgt = torch.randint(0, 128, (4, 32)), torch.randint(0, 128, (4, 32))
@@ -238,19 +246,21 @@ print("REPORT " + json.dumps(report))
 
 
 def test_models_train_from_kept_captures_as_eager(tmp_path):
-    """A Hugging Face GPT-2 (its forward wrapped by transformers' decorators), a LLaMA block and nanoGPT's model with
+    """A Hugging Face GPT-2 (its forward wrapped by transformers' decorators), a LLaMA block, the zoo's Hugging Face
+    LLaMA (whose guards read a module global of a class defined inside a function) and nanoGPT's model with
     dropout: a training step's loss and gradients equal eager's in the process that keeps the capture and in the
     next one, which loads it."""
     (tmp_path / "zoo.py").write_text(ZOO)
     env = {**os.environ, "ROOT": ROOT, "PYTHONPATH": ROOT, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
            "THUNDERLAB_CAPTURES": "1"}
+    names = ["gpt2", "llama", "hf_llama", "nanogpt"]
     reports = []
     for _ in range(2):
-        p = subprocess.run([sys.executable, str(tmp_path / "zoo.py"), "gpt2", "llama", "nanogpt"], env=env,
+        p = subprocess.run([sys.executable, str(tmp_path / "zoo.py"), *names], env=env,
                            capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
         reports.append(json.loads(next(s for s in p.stdout.splitlines() if s.startswith("REPORT "))[7:]))
-    for name in ("gpt2", "llama", "nanogpt"):
+    for name in names:
         first, second = reports[0][name], reports[1][name]
         assert first["equal"] and second["equal"], (first, second)
         assert first["kept"] == 1, first

@@ -16,7 +16,10 @@ What is kept, per capture:
   (``torch.nn.functional.gelu``, ``builtins.iter``). Each is kept as a description of the object (the module's name;
   the module, qualified name and a digest of a function's code) that the object the name reads when the capture is
   loaded must match; after that, every call checks that the name still reads that very object, as TorchDynamo's
-  identity guards do. A guard on the identity of anything else (an instance) keeps the capture from being kept;
+  identity guards do. An instance that pickles itself as its module's global (the ``kernels`` package's function
+  modules, which transformers' LLaMA reads) is described so too, and one of a class defined inside a function is
+  kept where it says itself how it is made again as an instance of that class (its type guard is then rebuilt
+  from the remade one). A guard on the identity of any other instance keeps the capture from being kept;
 * the frame's bytecode as TorchDynamo rewrote it, and the globals it installed for it (modules and named objects);
 * the FX graph, node by node, with each node's source line and eager dtype (what thunderlab's lowering reads);
 * a digest of each file whose code TorchDynamo traced: an edited model, or another version of a library, and the
@@ -97,6 +100,11 @@ def describe(value) -> tuple | None:
         digest = _code_digest(code) if isinstance(code, types.CodeType) else None
         return ("object", type(value).__name__, getattr(value, "__module__", None),
                 getattr(value, "__qualname__", getattr(value, "__name__", None)), digest)
+    if isinstance(module, str) and module in sys.modules:
+        name = _own_reduction(value)
+        if isinstance(name, str) and getattr(sys.modules[module], name, None) is value:
+            # an instance that pickles as its module's global (the `kernels` package's function modules)
+            return ("global", type(value).__qualname__, module, name)
     return None
 
 
@@ -506,6 +514,13 @@ class Store:
         def reducer_override(pickler, obj):
             # a function its module does not name (a decorator's wrapped original): kept by its code and closure,
             # as TorchDynamo keeps functions defined inside others, so that guards on its closure can be rebuilt
+            if id(obj) in pickler.guard_tree_values and _local(type(obj)):
+                # an instance of a local class that says itself how it is made again (the `kernels` package's
+                # function modules, which transformers' LLaMA reads): made so (TorchDynamo would make a module of
+                # it a plain nn.Module, or refuse)
+                own = _own_reduction(obj)
+                if own is not None:
+                    return own
             try:
                 reduced = made(pickler, obj)
             except (TypeError, torch._dynamo.exc.PackageError):
@@ -590,7 +605,7 @@ class Store:
             raise NotKept("the function has a graph break")
         installed = {}
         for name in sorted(_names(code)):
-            if not name.startswith("__") or name == graph_name or name not in globals_:
+            if not name.startswith("__") or name == graph_name or name not in globals_ or name in _MODULE_OWN:
                 continue
             how = _remade(globals_[name])
             if how is None:
@@ -743,6 +758,29 @@ class Store:
         return Kept(code, manager, self.link, identity, graph, saved)
 
 
+def _local(cls: type) -> bool:
+    return cls.__qualname__ != cls.__name__
+
+
+def _own_reduction(obj):
+    """How ``obj`` says itself it is pickled, where its own class (not ``object`` or ``nn.Module``) defines
+    ``__reduce__`` or ``__reduce_ex__`` and what that makes is of the same class; None otherwise."""
+    for cls in type(obj).__mro__:
+        if cls in (object, torch.nn.Module):
+            return None
+        if "__reduce_ex__" in cls.__dict__ or "__reduce__" in cls.__dict__:
+            break
+    else:
+        return None
+    try:
+        reduced = obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+        if not isinstance(reduced, (tuple, str)) or type(pickle.loads(pickle.dumps(obj))) is not type(obj):
+            return None
+    except Exception:  # noqa: BLE001 - then it is not kept, as before
+        return None
+    return reduced
+
+
 def _function(code, module, name, qualname, defaults, kwdefaults, closure, attributes) -> types.FunctionType:
     """A function made again from its parts (for the values its guards compare with, not to be called)."""
     f = types.FunctionType(code, importlib.import_module(module).__dict__, name, defaults, closure)
@@ -776,6 +814,10 @@ def _count_past(n: int) -> None:
         pass
 
 
+# a module's own globals, which every process that imports it has: not installed by TorchDynamo
+_MODULE_OWN = frozenset({"__name__", "__file__", "__doc__", "__package__", "__spec__", "__loader__", "__builtins__",
+                         "__cached__", "__path__"})
+
 _SAVING = None
 
 
@@ -789,6 +831,20 @@ def _saving_manager() -> type:
         from torch._dynamo.guards import CheckFunctionManager
 
         class SavingManager(CheckFunctionManager):
+            def serialize_guards(self, builder, sorted_guards, output_graph):
+                # a type guard on an instance of a local class: kept where the instance says itself how it is made
+                # again as an instance of the same class (the type guard is then rebuilt from the remade one's)
+                cleared = [g for g in sorted_guards if g._unserializable
+                           and g.create_fn_name() in ("TYPE_MATCH", "BUILTIN_MATCH")
+                           and _own_reduction(builder.get(g)) is not None]
+                for g in cleared:
+                    g._unserializable = False
+                try:
+                    return super().serialize_guards(builder, sorted_guards, output_graph)
+                finally:
+                    for g in cleared:
+                        g._unserializable = True
+
             def id_ref(self, obj: object, obj_str: str) -> int:
                 try:
                     self._weakrefs.setdefault(id(obj), weakref.ref(obj))
