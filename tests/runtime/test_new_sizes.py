@@ -251,3 +251,26 @@ def test_hugging_face_generate_with_a_jitted_forward_matches_eager():
     records = len(model.forward.records)
     assert torch.equal(generate(), expected) and torch.equal(generate(), expected)
     assert len(model.forward.records) == records
+
+
+def test_the_warning_points_at_the_callers_line_through_a_hugging_face_models_wrappers(free_compiles):
+    """A Hugging Face model's forward is wrapped by transformers' decorators, and a call passes through TorchDynamo's
+    and thunderlab's frames too: the warning names the line of the script that called the model, where a user can
+    act on it (Python's warnings show that line)."""
+    from thunderlab.examples import gpt2_from_config
+
+    model = gpt2_from_config(n_layer=1, n_embd=32, n_head=2).eval()
+    jitted = thunderlab.jit(model)
+    thunderlab.set_limits(new_sizes=2)
+
+    def logits(ids):
+        return jitted(ids).logits  # the line the warning names
+
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        for n in range(2, 9):
+            ids = torch.randint(0, 100, (1, n))
+            torch.testing.assert_close(logits(ids), model(ids).logits)
+    said = [w for w in caught if "calls in a row" in str(w.message)]
+    assert len(said) == 1
+    assert (said[0].filename, said[0].lineno) == (__file__, logits.__code__.co_firstlineno + 1)

@@ -10,12 +10,12 @@ import itertools
 import logging
 import os
 import re
-import warnings
 import weakref
 from collections.abc import Callable
 
 import torch
 
+from thunderlab.core.caller import warn
 from thunderlab.core.notes import Notes
 from thunderlab.runtime.compiled import CompiledGraph, Options
 
@@ -45,14 +45,14 @@ class Backend:
         try:
             collapse_attribute_guards()
         except Exception as e:  # an optimization of guards only: the compile goes on with Dynamo's own
-            warnings.warn(f"thunderlab: config guards left as TorchDynamo made them ({e!r})", stacklevel=2)
+            warn(f"thunderlab: config guards left as TorchDynamo made them ({e!r})")
         index = next(_graph_ids)
         notes = origin(gm)
         why = _runs_as_captured(gm)
         if why is not None:
             name = self._name(notes, index)
             self.eager.append((name, why))
-            warnings.warn(f"thunderlab: {name} runs eagerly, as TorchDynamo captured it: {why}", stacklevel=2)
+            warn(f"thunderlab: {name} runs eagerly, as TorchDynamo captured it: {why}")
             return gm.forward
         values = value_inputs(gm)
         graph = self.adopt(gm, notes, static=not values and _static(gm), value_inputs=values, index=index)

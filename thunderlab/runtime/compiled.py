@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 import os
 import time
-import warnings
 import weakref
 from collections import OrderedDict, deque
 from collections.abc import Callable
@@ -14,6 +13,7 @@ import torch
 
 from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from thunderlab.core.amp import without_autocast
+from thunderlab.core.caller import warn
 from thunderlab.core.listeners import Listeners
 from thunderlab.core.notes import Notes
 from thunderlab.core.program import Program
@@ -235,8 +235,8 @@ class CompiledGraph:
             except CompileError as e:
                 if not late:
                     raise
-                warnings.warn(f"thunderlab: {self.name}: compiling a signature that came again failed, so it keeps "
-                              f"running as captured: {e}", stacklevel=2)
+                warn(f"thunderlab: {self.name}: compiling a signature that came again failed, so it keeps "
+                     f"running as captured: {e}")
                 self.as_captured_s[key] = -math.inf  # its rent never reaches a price again (while it is kept)
                 return self._run_as_captured(args, key)
         else:
@@ -271,14 +271,13 @@ class CompiledGraph:
 
     def _run_as_captured(self, args, key):
         if not self.as_captured:
-            warnings.warn(
+            warn(
                 f"thunderlab: {self.name}: {self.new_in_a_row} calls in a row came with input sizes or values not "
                 f"compiled before (its graph has symbolic sizes, and thunderlab compiles one program per signature). "
                 f"From now on a call with a new signature runs the graph as TorchDynamo captured it. In grad mode a "
                 f"signature that comes again compiles once its calls have taken as long as a compile, while fewer than "
                 f"thunderlab.set_limits()['shapes'] are compiled. The {len(self.cache)} compiled ones stay compiled. "
-                f"thunderlab.set_limits(new_sizes=...) sets how many new signatures in a row compile at once",
-                stacklevel=3)
+                f"thunderlab.set_limits(new_sizes=...) sets how many new signatures in a row compile at once")
         self.as_captured += 1
         if self.records:
             CAPTURED_LISTENERS(self.records[-1], self.as_captured)
