@@ -322,3 +322,40 @@ def test_a_capture_that_cannot_be_kept_leaves_nothing_alive(keeping):
     del j, model
     gc.collect()
     assert graph() is None and parameter() is None
+
+
+def test_a_loaded_capture_checks_its_guards_as_torchdynamos_own_entry_does(keeping):
+    """Once a call passes a loaded capture's guards, they are built again from that call's values: the identity
+    guards in TorchDynamo's guard tree rather than checked in Python name by name, and a Hugging Face config's
+    attribute guards replaced by its dictionary's version, as in the process that captured. A config changed
+    after that is still seen."""
+    import thunderlab
+    from thunderlab.examples import gpt2_from_config
+
+    model = gpt2_from_config(n_layer=1, n_embd=32, n_head=2).eval()
+    ids = torch.randint(0, 100, (2, 8))
+    first = thunderlab.jit(model)
+    with torch.no_grad():
+        first(ids)
+    assert first.cache_info["captures_kept"] == 1, first.direct.kept.why_not
+    own = str(first.direct._listed[1][0].guard_manager) if first.direct._listed else None
+
+    second = thunderlab.jit(model)
+    with torch.no_grad():
+        out = second(ids)
+        torch.testing.assert_close(out.logits, model(ids).logits)
+    assert second.cache_info["captures_loaded"] == 1 and second.cache_info["direct_calls"] == 1
+    [loaded] = second.direct._loaded
+    assert loaded.identity is None  # no Python identity check beside the tree
+    tree = str(loaded.guard_manager)
+    assert "DICT_VERSION" in tree and "ID_MATCH" in tree
+    if own is not None:  # the same kinds of guard, as many of each, as TorchDynamo's own entry
+        kinds = lambda t: sorted(line.split("+- ")[1].split(":")[0] for line in t.splitlines() if "+- " in line)  # noqa: E731
+        assert kinds(tree) == kinds(own)
+
+    model.config.output_hidden_states = True  # read by the forward: the graph made before must not run
+    with torch.no_grad():
+        again, expected = second(ids), model(ids)
+    assert out.hidden_states is None and len(again.hidden_states) == len(expected.hidden_states) == 2
+    for a, b in zip(again.hidden_states, expected.hidden_states):
+        torch.testing.assert_close(a, b)

@@ -89,8 +89,8 @@ def collapse() -> int:
     number of guards dropped (0 where nothing is compiling, nothing qualifies, or this torch lacks a part)."""
     try:
         from torch._C._dynamo.guards import dict_version
-        from torch._dynamo.guards import GuardBuilder
-        from torch._dynamo.source import AttrSource, GenericAttrSource
+        from torch._dynamo.guards import GuardBuilder  # noqa: F401 - replace() needs these: none or all
+        from torch._dynamo.source import AttrSource, GenericAttrSource  # noqa: F401
         from torch._dynamo.symbolic_convert import InstructionTranslator
         from torch._dynamo.variables.base import AttributeMutationNew
         from torch._guards import TracingContext
@@ -125,10 +125,42 @@ def collapse() -> int:
             else:  # a write we cannot place: touch nothing in this frame
                 return 0
 
-    bases: dict = {}  # base source -> the object, for objects read through Python __getattribute__
-    allowed: dict = {}  # base source -> whether its guards may be replaced in this compile
+    allowed: dict = {}  # object id -> whether its guards may be replaced in this compile
+
+    def eligible(base):
+        ok, obj = value(base)
+        if not ok or not _python_getattribute(obj) or id(obj) in written:
+            return None
+        if id(obj) not in allowed:
+            allowed[id(obj)] = _allowed(obj, code, dict_version)
+        return obj if allowed[id(obj)] else None
+
+    replaced = replace(list(guards.inner), eligible, value)
+    if replaced is None:
+        return 0
+    kept, added = replaced
+    n = len(guards.inner) - len(kept)
+    guards.inner = OrderedSet(kept)
+    guards.source_to_guards = defaultdict(list)
+    for g in kept:
+        guards.track_guard_by_source(g)
+    for guard in added:
+        guards.add(guard)
+    return n
+
+
+def replace(guards: list, eligible, value) -> tuple[list, list] | None:
+    """The guards with those this module replaces left out (``kept``), and the guards that replace them
+    (``added``: a ``DICT_VERSION`` and a ``TYPE_MATCH`` per object); None where nothing is replaced.
+
+    ``eligible(source)`` is the object a base source reads where its attribute guards may be replaced, else None;
+    ``value(source)`` reads a source: ``(True, value)``, or ``(False, None)`` where it cannot be read."""
+    from torch._dynamo.guards import GuardBuilder
+    from torch._dynamo.source import AttrSource, GenericAttrSource
+
+    bases: dict = {}  # base source -> the object, where eligible
     drop = []
-    for guard in guards.inner:
+    for guard in guards:
         source = guard.originating_source
         if guard.create_fn_name() == "HASATTR":
             base, member = source, getattr(getattr(guard, "create_fn", None), "keywords", {}).get("attr")
@@ -137,21 +169,18 @@ def collapse() -> int:
         else:
             continue
         if base not in bases:
-            ok, obj = value(base)
-            bases[base] = obj if ok and _python_getattribute(obj) and id(obj) not in written else None
+            bases[base] = eligible(base)
         if bases[base] is None:
             continue
-        if base not in allowed:
-            allowed[base] = _allowed(bases[base], code, dict_version)
-        if not allowed[base] or (source is not base and member not in object.__getattribute__(bases[base], "__dict__")):
+        if source is not base and member not in object.__getattribute__(bases[base], "__dict__"):
             continue  # a value found on the class: a change to the class would not show in the instance's version
-        if base is not source:
+        if source is not base:
             ok, attr = value(source)
             if not ok or not _immutable(attr):
                 continue
         drop.append((guard, base))
     if not drop:
-        return 0
+        return None
     # what's below a dropped attribute (its type, say) goes with it; the base's own guards stay
     sources = {g.originating_source for g, base in drop if g.originating_source is not base}
     dropped = {g for g, _ in drop}
@@ -163,16 +192,9 @@ def collapse() -> int:
             source = getattr(source, "base", None)
         return False
 
-    kept = [g for g in guards.inner if g not in dropped and not below(g.originating_source)]
+    kept = [g for g in guards if g not in dropped and not below(g.originating_source)]
     # the replacement guards are made before anything is dropped: a failure leaves the frame's guards whole
     added = [guard for base in {base for _, base in drop}
              for guard in (GenericAttrSource(base, "__dict__").make_guard(GuardBuilder.DICT_VERSION),
                            base.make_guard(GuardBuilder.TYPE_MATCH))]
-    n = len(guards.inner) - len(kept)
-    guards.inner = OrderedSet(kept)
-    guards.source_to_guards = defaultdict(list)
-    for g in kept:
-        guards.track_guard_by_source(g)
-    for guard in added:
-        guards.add(guard)
-    return n
+    return kept, added

@@ -26,6 +26,11 @@ What is kept, per capture:
   capture is not used. Code made at run time (a dataclass's ``__init__``, named ``<string>``) has no file of its
   own: it is made again from its class, and the class's file is checked where the capture traced code of it.
 
+A loaded capture's guards are built from the scope TorchDynamo kept, where a guarded object is a copy and the
+identity guards are missing (checked apart, in Python). Once a call passes them, they are built again from that
+call's values, with the identity guards in the tree and the config guards collapsed (``_live_manager``): the
+check then costs what TorchDynamo's own entry's does.
+
 Every file is also keyed by ``code_identity()`` (torch, Python, thunderlab's own code, the compile environment)
 and by the jitted function's module, name and code. A call loads the kept captures its tensors could match (their
 sizes, for a capture with static sizes), newest first, and runs the first whose guards pass; when none does, the
@@ -358,13 +363,15 @@ def _may_match(kept: tuple, static: bool, now: tuple) -> bool:
 class Kept:
     """A capture loaded from disk, as ``DirectCalls`` uses one of TorchDynamo's cache entries: its rewritten
     ``code``, its ``guard_manager`` and the ``backend`` that made its graph, with ``identity``, the check that the
-    names its identity guards read still read the objects they read when it was loaded (given the frame's locals)."""
+    names its identity guards read still read the objects they read when it was loaded (given the frame's locals),
+    or None where the guard manager checks them itself (built again on the call that loaded it: ``_live_manager``)."""
 
-    __slots__ = ("code", "guard_manager", "backend", "identity", "graph", "saved", "__weakref__")
+    __slots__ = ("code", "guard_manager", "backend", "identity", "graph", "saved", "held", "__weakref__")
 
-    def __init__(self, code, guard_manager, backend, identity, graph, saved: float):
+    def __init__(self, code, guard_manager, backend, identity, graph, saved: float, held: list):
         self.code, self.guard_manager, self.backend = code, guard_manager, backend
         self.identity, self.graph, self.saved = identity, graph, saved
+        self.held = held  # the objects its identity guards name, kept alive: their ids cannot be reused
 
 
 def _identity_check(names: list[str], objects: list, globals_: dict) -> Callable[[dict], bool]:
@@ -475,6 +482,7 @@ class Store:
         whole = OrderedSet([g for g in guard_set.inner if g not in added] + dropped)
         scope = {"G": output.global_scope, "L": output.local_scope}
         identity: dict[str, tuple] = {}  # (TorchDynamo may filter the guards twice: once per name)
+        identity_guards: dict[int, Any] = {}  # the identity guards themselves, to build again where loaded
         refused: list[str] = []
 
         values: dict[str, tuple] = {}
@@ -507,6 +515,7 @@ class Store:
                     refused.append(f"a guard on the identity of {name} ({type(value).__name__})")
                 else:
                     identity[name] = described
+                    identity_guards.setdefault(id(e.orig_guard), e.orig_guard)
             return verdicts
 
         made = dynamo_guards.GuardsStatePickler.reducer_override
@@ -571,6 +580,7 @@ class Store:
                 sources[path] = digest
         return {**{k: pending[k] for k in ("graph", "gm", "metas", "static", "values", "origin")},
                 "guards": manager.guards_state, "identity": list(identity.items()), "guard_values": values,
+                "live": _live_parts(list(identity_guards.values()), added),
                 "sources": sources, "guard_globals": installed,
                 "signature": signature(output.local_scope)}
 
@@ -615,7 +625,7 @@ class Store:
                           if n.startswith("__builtins_dict___") and v is builtins.__dict__]
         origin = ready["origin"]
         return {"id": hashlib.sha256(pickle.dumps((time.time(), os.getpid(), graph_name))).hexdigest()[:16],
-                "saved": time.time(), "guards": ready["guards"], "identity": ready["identity"],
+                "saved": time.time(), "guards": ready["guards"], "identity": ready["identity"], "live": ready["live"],
                 "sources": ready["sources"], "signature": ready["signature"], "static": ready["static"],
                 "value_inputs": ready["values"], "guard_values": ready["guard_values"],
                 "code": SerializedCode.from_code_object(code), "graph_name": graph_name, "installed": installed,
@@ -740,6 +750,9 @@ class Store:
             if now != expected:
                 raise NotKept(f"{name} was {_shown(expected)} when captured, and reads {_shown(now)} now")
         manager = load_guard_manager(state, self.func.__code__, globals_)
+        live = _live_manager(entry.get("live"), state, manager, identity, self.func, frame_locals)
+        if live is not None:  # the identity guards are in its tree: the Python check of them is not needed
+            manager, identity = live, None
         gm = decode_graph(entry["graph"])
         summary, facts = entry["origin"]
         saved = entry["saved"]
@@ -755,7 +768,86 @@ class Store:
                 else importlib.import_module(how[1])
             self._installed.append(new)
         code = _renamed(SerializedCode.to_code_object(entry["code"]), renames)
-        return Kept(code, manager, self.link, identity, graph, saved)
+        return Kept(code, manager, self.link, identity, graph, saved, objects)
+
+
+def _plain(guard):
+    """A guard as TorchDynamo serializes one: no weak references, its builder's arguments dereferenced."""
+    import dataclasses
+    import functools
+
+    fn = guard.create_fn
+    if isinstance(fn, functools.partial):
+        def deref(a):
+            return a() if isinstance(a, weakref.ref) else a
+
+        fn = functools.partial(fn.func, *map(deref, fn.args), **{k: deref(v) for k, v in fn.keywords.items()})
+    return dataclasses.replace(guard, obj_weakref=None, guarded_class_weakref=None, create_fn=fn)
+
+
+def _live_parts(identity_guards: list, added) -> bytes | None:
+    """What building a loaded capture's guards again on a live call needs beyond TorchDynamo's serialized guards:
+    its identity guards and the objects ``attribute_guards.collapse`` gave a dictionary-version guard (their
+    sources); None where they do not pickle (the capture is then checked as loaded)."""
+    bases = [g.originating_source.base for g in added if g.create_fn_name() == "DICT_VERSION"]
+    try:
+        return pickle.dumps(([_plain(g) for g in identity_guards], bases))
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _live_manager(parts: bytes | None, state, loaded, identity, func: types.FunctionType, frame_locals: dict):
+    """A loaded capture's guards built again from the live call's values, where that call passes them as loaded.
+
+    TorchDynamo builds a serialized guard from the scope it kept, in which a guarded object is a copy (a model's
+    config) and the objects only identity names are left out: those identity guards are checked apart, in Python,
+    name by name (about 80 us a call on a BERT), and a config's attribute guards cannot give way to its dictionary's
+    version (``attribute_guards``), which only the live object has. Once this call passes every loaded guard and
+    identity check, the live values are what those guards compare with, so guards built from them, with the
+    identity guards in the tree and the attribute guards collapsed as in the capturing process, check the same
+    thing at TorchDynamo's own cost. None where the call does not pass (the loaded manager stays) or building
+    fails."""
+    if parts is None:
+        return None
+    try:
+        import dataclasses
+
+        from torch._dynamo.output_graph import OutputGraphCommon
+        from torch._guards import GuardsSet
+        from torch.utils._ordered_set import OrderedSet
+
+        from thunderlab.frontend import attribute_guards
+
+        root = getattr(loaded, "root", loaded)
+        if not (root.check(frame_locals) and identity(frame_locals)):
+            return None
+        identity_guards, bases = pickle.loads(parts)
+        globals_ = func.__globals__
+        # (building the loaded manager set each guard's export information, from the kept scope's values)
+        guards = [_plain(g) for g in (*state.output_graph._guards.inner, *identity_guards)]
+        scope, cache = {"G": globals_, "L": frame_locals}, {}
+
+        def value(source):
+            try:
+                return True, source.get_value(scope, {}, cache)
+            except Exception:  # noqa: BLE001
+                return False, None
+
+        def eligible(base):
+            ok, obj = value(base) if base in bases else (False, None)
+            return obj if ok and attribute_guards._python_getattribute(obj) else None
+
+        replaced = attribute_guards.replace(guards, eligible, value) if bases else None
+        if replaced is not None:
+            guards = [*replaced[0], *replaced[1]]
+        output = dataclasses.replace(state.output_graph, local_scope=frame_locals, global_scope=globals_,
+                                     _guards=GuardsSet(OrderedSet(guards)))
+        manager = _saving_manager()(func.__code__, OutputGraphCommon(output), shape_code_parts=state.shape_code_parts,
+                                    runtime_global_scope=globals_).guard_manager
+        live_root = getattr(manager, "root", manager)
+        return manager if live_root.check(frame_locals) else None
+    except Exception:  # noqa: BLE001 - an optimization of the guards' cost: the loaded ones stay
+        return None
 
 
 def _local(cls: type) -> bool:
