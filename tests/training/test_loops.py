@@ -306,6 +306,17 @@ def test_hugging_face_gpt2_with_padding_mask_and_labels_matches_eager():
     assert_close_params(ref, model, atol=1e-5, rtol=1e-4)
 
 
+class Tokens(torch.utils.data.Dataset):
+    """24 sequences of 12 tokens, each its own labels: what a Trainer's language-model fine-tuning reads."""
+
+    def __len__(self):
+        return 24
+
+    def __getitem__(self, i):
+        ids = torch.randint(0, 64, (12,), generator=torch.Generator().manual_seed(i))
+        return {"input_ids": ids, "labels": ids}
+
+
 def test_hugging_face_trainer_with_the_thunderlab_backend_or_a_jitted_model_matches_eager(tmp_path):
     # transformers' documented way to bring a compiler of one's own: TrainingArguments(torch_compile_backend=...)
     # takes only the backends accelerate knows, so the model goes to the Trainer compiled; a compiled module's
@@ -314,14 +325,6 @@ def test_hugging_face_trainer_with_the_thunderlab_backend_or_a_jitted_model_matc
     from transformers import Trainer, TrainingArguments
 
     from thunderlab.examples import gpt2_from_config
-
-    class Tokens(torch.utils.data.Dataset):
-        def __len__(self):
-            return 24
-
-        def __getitem__(self, i):
-            ids = torch.randint(0, 64, (12,), generator=torch.Generator().manual_seed(i))
-            return {"input_ids": ids, "labels": ids}
 
     def train(model, out, keep_columns=False):
         args = TrainingArguments(output_dir=str(tmp_path / out), per_device_train_batch_size=4, max_steps=6,
@@ -364,14 +367,6 @@ def test_hugging_face_trainer_checkpoints_a_jitted_tied_weight_model_and_resumes
     from transformers import GPT2LMHeadModel, PreTrainedModel, Trainer, TrainingArguments
 
     from thunderlab.examples import gpt2_from_config
-
-    class Tokens(torch.utils.data.Dataset):
-        def __len__(self):
-            return 24
-
-        def __getitem__(self, i):
-            ids = torch.randint(0, 64, (12,), generator=torch.Generator().manual_seed(i))
-            return {"input_ids": ids, "labels": ids}
 
     def trainer(model, out):
         args = TrainingArguments(output_dir=str(tmp_path / out), per_device_train_batch_size=4, max_steps=6,
