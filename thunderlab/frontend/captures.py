@@ -57,7 +57,7 @@ import time
 import types
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -675,25 +675,28 @@ class Store:
         binds its arguments: kept as a flag)."""
         return self._untried
 
-    def load_for(self, frame_locals: dict) -> list[Kept]:
-        """Load the kept captures this call's tensors could match and not tried before, newest first."""
+    def load_for(self, frame_locals: dict) -> Iterator[Kept]:
+        """Load the kept captures this call's tensors could match and not tried before, newest first, one at a time:
+        the caller stops at the first whose guards pass, and the others stay untried (loading one builds its guards,
+        twice where the call passes them)."""
         now = signature(frame_locals)
-        loaded = []
         for entry in self._read():
             if entry["id"] in self._tried or not _may_match(entry["signature"], entry["static"], now):
                 continue
             self._tried.add(entry["id"])
             self._recount()
             start = time.perf_counter()
+            kept = None
             try:
-                loaded.append(self._load(entry, frame_locals))
+                kept = self._load(entry, frame_locals)
                 self.loaded += 1
             except NotKept as e:
                 self.why_not = f"a kept capture was not used: {e}"
             except Exception as e:  # noqa: BLE001 - the call is captured by TorchDynamo instead
                 self.why_not = f"a kept capture was not used ({type(e).__name__}: {e})"
             self.load_s += time.perf_counter() - start
-        return loaded
+            if kept is not None:
+                yield kept
 
     def _load(self, entry: dict, frame_locals: dict) -> Kept:
         from torch._dynamo.guards import _Missing
