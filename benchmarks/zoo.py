@@ -194,7 +194,7 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str], calls: i
         model.to(DEVICE).train(train)
         _step(torch.compile(model, backend="eager"), model, x, train)
         del model
-    first, ready, regions = {}, {}, {}
+    first, ready, regions, captures = {}, {}, {}, {}
     for name, (fn, model) in variants.items():
         _sync()
         t0 = time.perf_counter()
@@ -202,6 +202,8 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str], calls: i
         _sync()
         first[name] = time.perf_counter() - t0
         if name.startswith("thunderlab"):
+            # whether the first call ran a capture kept on disk by an earlier run (no TorchDynamo) or captured anew
+            captures[name] = {k: fn.cache_info[k] for k in ("captures_loaded", "captures_kept")}
             regions[name] = _wait(fn)
             ready[name] = time.perf_counter() - t0
         for _ in range(3):
@@ -220,7 +222,7 @@ def time_steps(entry, attn, train: bool, rounds: int, names: list[str], calls: i
         regions[name] = _wait(variants[name][0])
     times = interleaved({name: functools.partial(_step, fn, model, x, train) for name, (fn, model) in variants.items()},
                         rounds, calls=calls, clock=CLOCK, sync=_sync)
-    out = {"first_call_s": first, "ready_s": ready, "regions": regions,
+    out = {"first_call_s": first, "ready_s": ready, "regions": regions, "captures": captures,
            "median_ms": {n: 1e3 * statistics.median(t) for n, t in times.items()}, "ratios": {}}
     for name in names[1:]:
         out["ratios"][f"{name} / eager"] = paired_ratio(times[name], times["eager"])
