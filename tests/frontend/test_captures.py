@@ -298,6 +298,35 @@ def test_a_second_jit_in_the_process_loads_the_first_ones_capture_operators_and_
     torch.testing.assert_close(x2.grad, x.grad)  # the hook's factor 3 is in the gradient
 
 
+def test_an_inference_call_loads_only_the_capture_made_in_its_grad_mode(keeping):
+    """TorchDynamo guards the grad mode a frame was captured in: a kept training capture cannot serve a call under
+    ``torch.no_grad()``. Such a call loads its own capture, not first the (newer) training one to fail its guards."""
+    import thunderlab
+
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.GELU(), torch.nn.Linear(5, 3))
+    x = torch.randn(4, 6)
+    first = thunderlab.jit(model)
+    with torch.no_grad():
+        first(x)
+    first(x).sum().backward()  # kept after the inference capture: the newest
+    assert first.cache_info["captures_kept"] == 2, first.direct.kept.why_not
+    model.zero_grad(set_to_none=True)
+    second = thunderlab.jit(model)
+    with torch.no_grad():
+        out = second(x)
+    assert second.cache_info["captures_loaded"] == 1 and second.cache_info["direct_calls"] == 1, second.cache_info
+    assert not out.requires_grad
+    torch.testing.assert_close(out, model(x))
+    loss = second(x).sum()  # a training call now loads the training capture
+    loss.backward()
+    assert second.cache_info["captures_loaded"] == 2, second.cache_info
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    model(x).sum().backward()
+    for got, want in zip(grads, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(got, want)
+
+
 def test_a_capture_that_cannot_be_kept_leaves_nothing_alive(keeping):
     """A module class made by ``exec`` cannot be named in another process, so its capture's guards do not
     serialize; the half-built guard manager must not keep the capture (and the model) alive."""

@@ -444,7 +444,8 @@ class Store:
         self.pending = {"output": output, "graph": graph, "gm": gm, "before": guards_before,
                         "after": list(output.guards.inner), "origin": origin,
                         "metas": {n.name: _node_meta(n) for n in gm.graph.nodes},
-                        "static": graph.static, "values": graph.value_inputs}
+                        "static": graph.static, "values": graph.value_inputs,
+                        "grad": torch.is_grad_enabled()}  # the frame's grad mode, which TorchDynamo guards
 
     def guards_built(self, guards) -> None:
         """TorchDynamo built the frame's guards (its ``guard_export_fn``): serialize them, while the frame's
@@ -578,7 +579,7 @@ class Store:
                 if digest is None:
                     raise NotKept(f"the traced file {path} cannot be read")
                 sources[path] = digest
-        return {**{k: pending[k] for k in ("graph", "gm", "metas", "static", "values", "origin")},
+        return {**{k: pending[k] for k in ("graph", "gm", "metas", "static", "values", "origin", "grad")},
                 "guards": manager.guards_state, "identity": list(identity.items()), "guard_values": values,
                 "live": _live_parts(list(identity_guards.values()), added),
                 "sources": sources, "guard_globals": installed,
@@ -627,6 +628,7 @@ class Store:
         return {"id": hashlib.sha256(pickle.dumps((time.time(), os.getpid(), graph_name))).hexdigest()[:16],
                 "saved": time.time(), "guards": ready["guards"], "identity": ready["identity"], "live": ready["live"],
                 "sources": ready["sources"], "signature": ready["signature"], "static": ready["static"],
+                "grad": ready["grad"],
                 "value_inputs": ready["values"], "guard_values": ready["guard_values"],
                 "code": SerializedCode.from_code_object(code), "graph_name": graph_name, "installed": installed,
                 "guard_globals": ready["guard_globals"],
@@ -676,12 +678,13 @@ class Store:
         return self._untried
 
     def load_for(self, frame_locals: dict) -> Iterator[Kept]:
-        """Load the kept captures this call's tensors could match and not tried before, newest first, one at a time:
-        the caller stops at the first whose guards pass, and the others stay untried (loading one builds its guards,
-        twice where the call passes them)."""
-        now = signature(frame_locals)
+        """Load the kept captures this call's tensors could match, made in its grad mode and not tried before, newest
+        first, one at a time: the caller stops at the first whose guards pass, and the others stay untried (loading
+        one builds its guards, twice where the call passes them; one made in another grad mode would fail them)."""
+        now, grad = signature(frame_locals), torch.is_grad_enabled()
         for entry in self._read():
-            if entry["id"] in self._tried or not _may_match(entry["signature"], entry["static"], now):
+            if entry["id"] in self._tried or entry.get("grad", grad) != grad or \
+                    not _may_match(entry["signature"], entry["static"], now):
                 continue
             self._tried.add(entry["id"])
             self._recount()
