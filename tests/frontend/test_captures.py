@@ -327,6 +327,31 @@ def test_an_inference_call_loads_only_the_capture_made_in_its_grad_mode(keeping)
         torch.testing.assert_close(got, want)
 
 
+def test_the_garbage_collector_waits_while_a_kept_capture_loads(keeping, monkeypatch):
+    """Loading unpickles the guards' state and builds two guard trees: many small objects, no cycles worth a
+    collection over the whole heap (``fastpaths.collector_paused``, as passes run). The collector is on again
+    afterwards."""
+    import gc
+
+    import thunderlab
+    from thunderlab.frontend import captures
+
+    seen = []
+    load = captures.Store._load
+
+    def noting(self, entry, frame_locals):
+        seen.append(gc.isenabled())
+        return load(self, entry, frame_locals)
+
+    monkeypatch.setattr(captures.Store, "_load", noting)
+    x = torch.randn(5, 3, requires_grad=True)
+    thunderlab.jit(hooked)(x)
+    second = thunderlab.jit(hooked)
+    torch.testing.assert_close(second(x), hooked(x))
+    assert second.cache_info["captures_loaded"] == 1 and seen == [False]
+    assert gc.isenabled()
+
+
 def test_a_capture_that_cannot_be_kept_leaves_nothing_alive(keeping):
     """A module class made by ``exec`` cannot be named in another process, so its capture's guards do not
     serialize; the half-built guard manager must not keep the capture (and the model) alive."""

@@ -691,7 +691,8 @@ class Store:
             start = time.perf_counter()
             kept = None
             try:
-                kept = self._load(entry, frame_locals)
+                with fastpaths.collector_paused():
+                    kept = self._load(entry, frame_locals)
                 self.loaded += 1
             except NotKept as e:
                 self.why_not = f"a kept capture was not used: {e}"

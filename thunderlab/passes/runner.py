@@ -5,12 +5,9 @@ What else happens between passes hangs off the hook: the record keeps each step,
 """
 from __future__ import annotations
 
-import gc
-import threading
 import time
 import traceback
 from collections.abc import Callable
-from contextlib import contextmanager
 
 from thunderlab.core import fastpaths
 from thunderlab.core.notes import Notes
@@ -185,43 +182,11 @@ def run_pipeline(program: Program, pipeline: str | Pipeline, *, observer: Observ
     A pass that raises ends the run: its step records the error (naming the pass), and
     every earlier step is kept. Each step's program is checked for structure; ``observer`` sees
     each step as its pass finishes (``NumericCheck`` checks numerics there). Python's cyclic garbage
-    collector waits meanwhile (see ``collector_paused``).
+    collector waits meanwhile (see ``fastpaths.collector_paused``).
     """
     pipeline = Pipeline.parse(pipeline)
-    with collector_paused():
+    with fastpaths.collector_paused():
         return _run(program, pipeline, observer, first_index)
-
-
-_gc_lock = threading.Lock()
-_gc_pausers = 0  # pipelines running with the collector paused, on every thread
-_gc_resume = False  # whether the collector was on when the first of them began
-
-
-@contextmanager
-def collector_paused():
-    """Pause Python's cyclic garbage collector while a pipeline runs (a fast path; see core/fastpaths.py).
-
-    Passes make many small objects and no cycles worth collecting, and a full collection over a big
-    model's heap can cost more than the passes themselves. The collector is process-wide, so the
-    pause is counted over every thread's pipelines: it ends, as it was, when the last one does.
-    With fast paths off the collector runs as usual.
-    """
-    global _gc_pausers, _gc_resume
-    if not fastpaths.enabled():
-        yield
-        return
-    with _gc_lock:
-        if _gc_pausers == 0:
-            _gc_resume = gc.isenabled()
-            gc.disable()
-        _gc_pausers += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pausers -= 1
-            if _gc_pausers == 0 and _gc_resume:
-                gc.enable()
 
 
 def _run(program, pipeline, observer, first_index):
