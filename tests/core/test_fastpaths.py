@@ -58,13 +58,21 @@ def test_metadata_trusted_from_tracing_is_checked_again_on_the_plain_path():
         check_trace(t2)
 
 
-def test_the_garbage_collector_waits_for_the_passes_only_on_the_fast_path():
+def test_the_garbage_collector_waits_for_the_lowering_and_passes_only_on_the_fast_path(monkeypatch):
     import gc
     from dataclasses import dataclass
 
+    from thunderlab.frontend import dynamo
     from thunderlab.passes import REGISTRY, Pass, register_pass
 
-    seen = []
+    seen, lowered = [], []
+    lower = dynamo.lower
+
+    def noting(gm, args):
+        lowered.append(gc.isenabled())
+        return lower(gm, args)
+
+    monkeypatch.setattr(dynamo, "lower", noting)
 
     @register_pass
     @dataclass(frozen=True)
@@ -85,4 +93,4 @@ def test_the_garbage_collector_waits_for_the_passes_only_on_the_fast_path():
             assert gc.isenabled()  # back on after the pipeline
     finally:
         REGISTRY.pop("test-note-collector", None)
-    assert seen == [False, True]
+    assert seen == [False, True] and lowered == [False, True]

@@ -19,17 +19,17 @@ worker answers recalled     executors/compile_process.py          every region s
 autograd.Function C++ apply runtime/autograd.py                   ``Function.apply``
 metadata checked once       core/verify.py (meta_ok, checked)     every call's meta re-derived
 printed lines cached        core/codegen.py (_line)               every line printed afresh
-collector paused            passes, kept captures' loads          Python's gc runs as it likes
+collector paused            compiles, kept captures' loads        Python's gc runs as it likes
 ==========================  ====================================  ==================================
 
 A switch applies from the next call (direct calls, metadata, printing) or the next compilation
 (what an executor binds); programs compiled before keep what they were bound to.
 
 Three of them change process-wide state, each only for the work that needs it: the GELU kernel choice
-switches oneDNN off around one small kernel call, the pipeline runner and a kept capture's load pause the
-garbage collector while they run (``collector_paused``), and keeping a capture on disk gives TorchDynamo's guard
-pickler a rule for functions their module does not name while that capture's guards are serialized
-(frontend/captures.py). One more process-wide
+switches oneDNN off around one small kernel call, a compile (the graph's lowering and the passes) and a kept
+capture's load pause the garbage collector while they run (``collector_paused``), and keeping a capture on
+disk gives TorchDynamo's guard pickler a rule for functions their module does not name while that capture's
+guards are serialized (frontend/captures.py). One more process-wide
 change, the random-generator setters a background compile replaces while it runs (executors/generators.py), is no
 fast path: it keeps draws correct.
 """
@@ -74,16 +74,16 @@ def fast_paths(on: bool):
 
 
 _gc_lock = threading.Lock()
-_gc_pausers = 0  # pipelines and loads running with the collector paused, on every thread
+_gc_pausers = 0  # compiles and loads running with the collector paused, on every thread
 _gc_resume = False  # whether the collector was on when the first of them began
 
 
 @contextmanager
 def collector_paused():
-    """Pause Python's cyclic garbage collector while a pipeline runs or a kept capture loads.
+    """Pause Python's cyclic garbage collector while a graph compiles or a kept capture loads.
 
-    Both make many small objects and no cycles worth collecting (passes their programs; loading the
-    unpickled guard state and two guard trees), and a full collection over a big model's heap can
+    Both make many small objects and no cycles worth collecting (lowering and passes their programs;
+    loading the unpickled guard state and two guard trees), and a full collection over a big model's heap can
     cost more than the work itself. The collector is process-wide, so the pause is counted over every
     thread's pausers: it ends, as it was, when the last one does. With fast paths off the collector
     runs as usual.

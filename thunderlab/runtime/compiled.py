@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from thunderlab.core import fastpaths
 from thunderlab.core.aliases import overlap_with, with_input_views, with_recorded_writes
 from thunderlab.core.amp import without_autocast
 from thunderlab.core.caller import warn
@@ -333,7 +334,8 @@ class CompiledGraph:
             CAPTURED_LISTENERS(self.records[-2], 0)  # row says none any more
         t0 = time.perf_counter()
         try:
-            return self._compile(record, args, key)
+            with fastpaths.collector_paused():  # lowering the graph as the passes: many objects, no cycles
+                return self._compile(record, args, key)
         finally:
             self.compile_s += time.perf_counter() - t0
             self.compiles += 1
