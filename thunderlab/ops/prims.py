@@ -71,11 +71,30 @@ def torch_meta(fn, name: str, watch: frozenset = frozenset()):
     op whose schema writes to a tensor sharing an argument's storage, as ``torch.instance_norm``
     updates its running statistics). A call with no tensor arguments
     runs for real (on the CPU): the random generator is restored after it, so tracing draws
-    nothing.
+    nothing. What ``fn`` gave is kept by what it depends on (``_meta_key``): a model's repeated
+    layers, and a pass's calls checked again (core/verify.py), run it once per shape.
     """
+
+    known: dict = {}  # what the meta gave for inputs of these shapes and dtypes (see _meta_key)
 
     def meta(*args, **kwargs):
         ins = _tensors(args, kwargs)
+        key = _meta_key(args, kwargs) if ins else None
+        found = known.get(key) if key is not None else None
+        if found is None:
+            found = run(ins, args, kwargs)
+            if key is not None:
+                if len(known) >= _META_KEPT:
+                    known.clear()
+                known[key] = found
+        out, effects = found
+        if effects and (tr := current_trace()) is not None:
+            for tag in effects:
+                tr.note_effect(tag)
+        device = ins[0].device if ins else torch.device("cpu")
+        return tree_map(lambda t: new_proxy(t.shape, t.dtype, device, ins) if isinstance(t, torch.Tensor) else t, out)
+
+    def run(ins, args, kwargs):
         margs, mkwargs = tree_map(_to_meta, args), tree_map(_to_meta, kwargs)
         probe = None
         if watch:
@@ -99,14 +118,46 @@ def torch_meta(fn, name: str, watch: frozenset = frozenset()):
             ) from None
         except Exception as e:  # the message of torch's own check is the useful part
             raise TraceError(f"{name}: {e}") from None
-        if probe is not None and (tr := current_trace()) is not None:
-            for tag, seen in ((Tag.RANDOM, probe.drew), (Tag.SIDE_EFFECT, probe.wrote)):
-                if seen and tag in watch:
-                    tr.note_effect(tag)
-        device = ins[0].device if ins else torch.device("cpu")
-        return tree_map(lambda t: new_proxy(t.shape, t.dtype, device, ins) if isinstance(t, torch.Tensor) else t, out)
+        effects = () if probe is None else tuple(tag for tag, seen in ((Tag.RANDOM, probe.drew),
+                                                                       (Tag.SIDE_EFFECT, probe.wrote))
+                                                 if seen and tag in watch)
+        return out, effects
 
     return meta
+
+
+_META_KEPT = 4096  # meta results kept per symbol; all are dropped when one more would exceed it
+_PLAIN = (type(None), bool, int, float, complex, str, torch.dtype, torch.device, torch.memory_format, torch.layout)
+
+
+class _Unkeyed(Exception):
+    """An argument a meta's result cannot be looked up by."""
+
+
+def _key_of(v):
+    if isinstance(v, TensorProxy):
+        if not all(type(d) is int for d in v.shape):
+            raise _Unkeyed
+        return (TensorProxy, v.shape, v.dtype)
+    if type(v) in _PLAIN:
+        return (type(v), v)  # the type too: 1, 1.0 and True are equal keys otherwise
+    if type(v) in (tuple, list):
+        return (type(v), tuple(_key_of(x) for x in v))
+    raise _Unkeyed
+
+
+def _meta_key(args, kwargs):
+    """What a ``torch_meta`` result depends on: each tensor's shape and dtype (its meta-device stand-in is made
+    from those alone), every other argument's type and value, and the default dtype (Python scalars promote to
+    it). None where an argument is of another kind, or a dispatch or function mode or autocast is on (each may
+    change what the meta computes): the meta then runs."""
+    if torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack() or \
+            torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"):
+        return None
+    try:
+        return (torch.get_default_dtype(), _key_of(args), tuple((k, _key_of(v)) for k, v in kwargs.items()))
+    except _Unkeyed:
+        return None
 
 
 _NO_META = re.compile(r"([\w.]+::[\w.]+): attempted to run this operator with Meta tensors"
