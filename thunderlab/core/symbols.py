@@ -7,7 +7,7 @@ import inspect
 import itertools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from types import SimpleNamespace
 from typing import Any
 
@@ -349,7 +349,7 @@ class BoundSymbol:
     def replace(self, **changes) -> BoundSymbol:
         if "meta_ok" not in changes and changes.keys() & {"sym", "args", "kwargs", "output"}:
             changes["meta_ok"] = False
-        return replace(self, **changes)
+        return _replaced(self, changes)
 
     def swap(self, mapping: dict[str, TensorProxy]) -> BoundSymbol:
         """The same call with input proxies renamed through ``mapping`` (name -> proxy)."""
@@ -367,14 +367,12 @@ class BoundSymbol:
                 return w
             return v
 
-        out = replace(
-            self,
-            args=tree_map(sub, self.args),
-            kwargs=tree_map(sub, self.kwargs),
-            subsymbols=tuple(s.swap(mapping) for s in self.subsymbols),
-        )
+        changes = {"args": tree_map(sub, self.args), "kwargs": tree_map(sub, self.kwargs),
+                   "subsymbols": tuple(s.swap(mapping) for s in self.subsymbols)}
         # metas read only shapes and dtypes: renaming to alike values keeps the outputs right
-        return out if alike and self.meta_ok else replace(out, meta_ok=False)
+        if not (alike and self.meta_ok):
+            changes["meta_ok"] = False
+        return _replaced(self, changes)
 
     def flat(self) -> list[BoundSymbol]:
         """This call's innermost decomposition, depth first (itself if it has none)."""
@@ -385,3 +383,23 @@ class BoundSymbol:
     def __repr__(self) -> str:
         outs = ", ".join(p.name for p in self.outputs)
         return f"<{outs} = {self.sym.qualname} #{self.id}>"
+
+
+_SET = object.__setattr__
+_BOUND_INIT = tuple(f.name for f in fields(BoundSymbol) if f.init)
+_BOUND_LATER = tuple(f.name for f in fields(BoundSymbol) if not f.init)
+
+
+def _replaced(b: BoundSymbol, changes: dict) -> BoundSymbol:
+    """``dataclasses.replace(b, **changes)`` without its per-call look at the fields (passes copy thousands of
+    calls): the fields ``__init__`` takes are copied or changed, the ones it leaves out start empty again."""
+    unknown = changes.keys() - set(_BOUND_INIT)
+    if unknown:
+        raise TypeError(f"BoundSymbol.replace: no field {sorted(unknown)[0]!r}; the fields are "
+                        f"{', '.join(_BOUND_INIT)}")
+    new = object.__new__(BoundSymbol)
+    for name in _BOUND_INIT:
+        _SET(new, name, changes[name] if name in changes else getattr(b, name))
+    for name in _BOUND_LATER:
+        _SET(new, name, None)
+    return new
