@@ -115,7 +115,7 @@ class PassSpec:
         cls = REGISTRY.get(self.name)
         if cls is None:
             raise PipelineError(f"unknown pass {self.name!r}; registered passes: {', '.join(sorted(REGISTRY))}")
-        valid = cls.options()
+        valid = cls.options() if self.options else {}  # (type hints are read anew each time: only when given)
         kwargs = {}
         for k, v in self.options:
             if k not in valid:
