@@ -334,8 +334,7 @@ class CompiledGraph:
             CAPTURED_LISTENERS(self.records[-2], 0)  # row says none any more
         t0 = time.perf_counter()
         try:
-            with fastpaths.collector_paused():  # lowering the graph as the passes: many objects, no cycles
-                return self._compile(record, args, key)
+            return self._compile(record, args, key)
         finally:
             self.compile_s += time.perf_counter() - t0
             self.compiles += 1
@@ -349,7 +348,8 @@ class CompiledGraph:
         if self.options.tiered:  # the kernel compiler's worker imports while this captures (see compile_process)
             compile_process.expect(self.options.pipeline, args, default_order())
         t0 = time.perf_counter()
-        program, lifted = self.capture(args)
+        with fastpaths.collector_paused():  # lowering the graph, as the passes: many objects, no cycles
+            program, lifted = self.capture(args)
         capture_s = time.perf_counter() - t0
         full_inputs = tuple(args) + tuple(lifted)
         # the inputs are kept by reference (not copied) so that bisection and re-runs can check numerics later;
