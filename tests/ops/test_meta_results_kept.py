@@ -89,3 +89,12 @@ def test_a_meta_that_refuses_its_inputs_refuses_them_every_time():
         with pytest.raises(TraceError, match="test_kept_meta"):
             trace_of(lambda x, y: sym(x, y), ((2, 3), torch.float32, False), ((4, 5), torch.float32, False))
     assert len(runs) == 2
+
+
+def test_with_fast_paths_off_the_meta_runs_for_every_call():
+    from thunderlab.core.fastpaths import fast_paths
+
+    sym, runs = counted(torch.mul)
+    with fast_paths(False):
+        tr = trace_of(lambda x: (sym(x, 2.0), sym(x, 2.0)), ((4, 3), torch.float32, False))
+    assert [p.shape for p in tr.output] == [(4, 3), (4, 3)] and len(runs) == 2

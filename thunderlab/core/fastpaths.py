@@ -18,6 +18,7 @@ compiles in a worker        executors/compile_process.py          tiered compile
 worker answers recalled     executors/compile_process.py          every region sent to a worker
 autograd.Function C++ apply runtime/autograd.py                   ``Function.apply``
 metadata checked once       core/verify.py (meta_ok, checked)     every call's meta re-derived
+meta results kept           ops/prims.py (torch_meta, _meta_key)  every meta run on meta tensors
 printed lines cached        core/codegen.py (_line)               every line printed afresh
 collector paused            compiles, kept captures' loads        Python's gc runs as it likes
 ==========================  ====================================  ==================================

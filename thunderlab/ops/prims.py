@@ -16,6 +16,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from thunderlab.core import fastpaths
 from thunderlab.core.proxies import TensorProxy
 from thunderlab.core.symbols import Kind, Symbol, Tag, tree_flatten, tree_map
 from thunderlab.core.trace import TraceError, current_trace
@@ -150,8 +151,8 @@ def _meta_key(args, kwargs):
     """What a ``torch_meta`` result depends on: each tensor's shape and dtype (its meta-device stand-in is made
     from those alone), every other argument's type and value, and the default dtype (Python scalars promote to
     it). None where an argument is of another kind, or a dispatch or function mode or autocast is on (each may
-    change what the meta computes): the meta then runs."""
-    if torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack() or \
+    change what the meta computes), or fast paths are off: the meta then runs."""
+    if not fastpaths.enabled() or torch._C._len_torch_dispatch_stack() or torch._C._len_torch_function_stack() or \
             torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda"):
         return None
     try:
