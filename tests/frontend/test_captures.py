@@ -352,6 +352,51 @@ def test_the_garbage_collector_waits_while_a_kept_capture_loads(keeping, monkeyp
     assert gc.isenabled()
 
 
+class ProblemConfig:
+    """As a Hugging Face config: ``problem_type`` is None until the first call with labels sets it."""
+
+    def __init__(self):
+        self.problem_type = None
+
+
+class Classifier(torch.nn.Module):
+    """As transformers' sequence classifiers: the loss's kind is decided on the first call and kept in the config,
+    so the first and the later calls are two captures, alike in their tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.config = ProblemConfig()
+        self.head = torch.nn.Linear(6, 3)
+
+    def forward(self, x, labels):
+        logits = self.head(x)
+        if self.config.problem_type is None:
+            self.config.problem_type = "single_label_classification"
+            return torch.nn.functional.cross_entropy(logits, labels)
+        return torch.nn.functional.cross_entropy(logits, labels, label_smoothing=0.1)
+
+
+def test_of_two_kept_captures_alike_in_tensors_the_one_whose_values_read_as_now_is_loaded(keeping):
+    import thunderlab
+
+    x, labels = torch.randn(4, 6), torch.tensor([0, 2, 1, 0])
+    first = thunderlab.jit(Classifier())
+    first(x, labels)
+    first(x, labels)  # problem_type set: captured again, and kept newest
+    assert first.cache_info["captures_kept"] == 2, first.direct.kept.why_not
+    model = Classifier()
+    second = thunderlab.jit(model)
+    out = second(x, labels)  # problem_type None: the newest capture is told apart, not loaded
+    assert second.cache_info["captures_loaded"] == 1, second.cache_info
+    assert "problem_type was 'single_label_classification' when captured" in second.direct.kept.why_not
+    reference = Classifier()
+    reference.load_state_dict(model.state_dict())
+    torch.testing.assert_close(out, reference(x, labels))
+    out = second(x, labels)  # now the other one
+    assert second.cache_info["captures_loaded"] == 2 and second.cache_info["graphs"] == 2, second.cache_info
+    torch.testing.assert_close(out, reference(x, labels))
+
+
 def test_a_capture_that_cannot_be_kept_leaves_nothing_alive(keeping):
     """A module class made by ``exec`` cannot be named in another process, so its capture's guards do not
     serialize; the half-built guard manager must not keep the capture (and the model) alive."""

@@ -393,6 +393,34 @@ def _evaluate(name: str, globals_: dict, frame_locals: dict):
     return eval(name, {"G": globals_, "L": frame_locals, "__builtins__": builtins})  # noqa: S307 - TorchDynamo's own source names
 
 
+_ABSENT = ("absent",)
+
+
+def _telling(entries: list[dict]) -> list[str]:
+    """The guarded names whose kept values differ between ``entries`` (none for fewer than two)."""
+    if len(entries) < 2:
+        return []
+    first, rest = entries[0]["guard_values"], [e["guard_values"] for e in entries[1:]]
+    names = {n for e in entries for n in e["guard_values"]}
+    return sorted(n for n in names if any(v.get(n, _ABSENT) != first.get(n, _ABSENT) for v in rest))
+
+
+def _differs(entry: dict, names: list[str], globals_: dict, frame_locals: dict) -> tuple | None:
+    """The first of ``names`` that ``entry`` kept a value for and that reads another one in this call, as (name,
+    kept, now); None where none does, or none can be read here (loading then decides, by the guards)."""
+    for name in names:
+        kept = entry["guard_values"].get(name, _ABSENT)
+        if kept is _ABSENT:
+            continue
+        try:
+            live = fingerprint(_evaluate(name, globals_, frame_locals))
+        except Exception:  # noqa: BLE001 - a name this call cannot read: its guard will say
+            continue
+        if live is not None and live != kept:
+            return name, kept, live
+    return None
+
+
 # ---- one jitted function's kept captures ----
 
 class Store:
@@ -680,11 +708,22 @@ class Store:
     def load_for(self, frame_locals: dict) -> Iterator[Kept]:
         """Load the kept captures this call's tensors could match, made in its grad mode and not tried before, newest
         first, one at a time: the caller stops at the first whose guards pass, and the others stay untried (loading
-        one builds its guards, twice where the call passes them; one made in another grad mode would fail them)."""
+        one builds its guards, twice where the call passes them; one made in another grad mode would fail them).
+        Where several could match, one whose guarded values tell it apart from the others and read otherwise now is
+        not loaded (and stays untried: a later call may match it), as a Hugging Face classifier's two captures, made
+        before and after its first call set ``config.problem_type``, are told apart."""
         now, grad = signature(frame_locals), torch.is_grad_enabled()
-        for entry in self._read():
-            if entry["id"] in self._tried or entry.get("grad", grad) != grad or \
-                    not _may_match(entry["signature"], entry["static"], now):
+        candidates = [e for e in self._read() if e["id"] not in self._tried and e.get("grad", grad) == grad
+                      and _may_match(e["signature"], e["static"], now)]
+        telling = _telling(candidates)
+        for entry in candidates:
+            if entry["id"] in self._tried:
+                continue
+            differs = _differs(entry, telling, self.func.__globals__, frame_locals)
+            if differs is not None:
+                name, kept, live = differs
+                self.why_not = (f"a kept capture was not loaded: {name} was {_shown(kept)} when captured, and reads "
+                                f"{_shown(live)} now")
                 continue
             self._tried.add(entry["id"])
             self._recount()
