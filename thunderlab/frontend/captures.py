@@ -402,7 +402,7 @@ def _telling(entries: list[dict]) -> list[str]:
         return []
     first, rest = entries[0]["guard_values"], [e["guard_values"] for e in entries[1:]]
     names = {n for e in entries for n in e["guard_values"]}
-    return sorted(n for n in names if any(v.get(n, _ABSENT) != first.get(n, _ABSENT) for v in rest))
+    return sorted(n for n in names if any(not _same(v.get(n, _ABSENT), first.get(n, _ABSENT)) for v in rest))
 
 
 def _differs(entry: dict, names: list[str], globals_: dict, frame_locals: dict) -> tuple | None:
@@ -416,9 +416,14 @@ def _differs(entry: dict, names: list[str], globals_: dict, frame_locals: dict) 
             live = fingerprint(_evaluate(name, globals_, frame_locals))
         except Exception:  # noqa: BLE001 - a name this call cannot read: its guard will say
             continue
-        if live is not None and live != kept:
+        if live is not None and not _same(live, kept):
             return name, kept, live
     return None
+
+
+def _same(a, b) -> bool:
+    """Kept values alike: equal, or printed alike (a NaN is not equal to itself)."""
+    return a == b or repr(a) == repr(b)
 
 
 # ---- one jitted function's kept captures ----
