@@ -7,7 +7,7 @@ import inspect
 import itertools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from types import SimpleNamespace
 from typing import Any
 
@@ -387,12 +387,14 @@ class BoundSymbol:
 
 _SET = object.__setattr__
 _BOUND_INIT = tuple(f.name for f in fields(BoundSymbol) if f.init)
-_BOUND_LATER = tuple(f.name for f in fields(BoundSymbol) if not f.init)
+_BOUND_LATER = tuple((f.name, f.default) for f in fields(BoundSymbol) if not f.init)
+if any(default is MISSING for _, default in _BOUND_LATER):  # _replaced gives them their default
+    raise TypeError("every BoundSymbol field that __init__ leaves out needs a plain default")
 
 
 def _replaced(b: BoundSymbol, changes: dict) -> BoundSymbol:
     """``dataclasses.replace(b, **changes)`` without its per-call look at the fields (passes copy thousands of
-    calls): the fields ``__init__`` takes are copied or changed, the ones it leaves out start empty again."""
+    calls): the fields ``__init__`` takes are copied or changed, the ones it leaves out start at their defaults."""
     unknown = changes.keys() - set(_BOUND_INIT)
     if unknown:
         raise TypeError(f"BoundSymbol.replace: no field {sorted(unknown)[0]!r}; the fields are "
@@ -400,6 +402,6 @@ def _replaced(b: BoundSymbol, changes: dict) -> BoundSymbol:
     new = object.__new__(BoundSymbol)
     for name in _BOUND_INIT:
         _SET(new, name, changes[name] if name in changes else getattr(b, name))
-    for name in _BOUND_LATER:
-        _SET(new, name, None)
+    for name, default in _BOUND_LATER:
+        _SET(new, name, default)
     return new
