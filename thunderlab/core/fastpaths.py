@@ -30,9 +30,8 @@ Three of them change process-wide state, each only for the work that needs it: t
 switches oneDNN off around one small kernel call, a compile (the graph's lowering and the passes) and a kept
 capture's load pause the garbage collector while they run (``collector_paused``), and keeping a capture on
 disk gives TorchDynamo's guard pickler a rule for functions their module does not name while that capture's
-guards are serialized (frontend/captures.py). One more process-wide
-change, the random-generator setters a background compile replaces while it runs (executors/generators.py), is no
-fast path: it keeps draws correct.
+guards are serialized (frontend/captures.py). One more process-wide change, the random-generator setters a
+background compile replaces while it runs (executors/generators.py), is no fast path: it keeps draws correct.
 """
 from __future__ import annotations
 

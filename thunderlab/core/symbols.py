@@ -387,6 +387,7 @@ class BoundSymbol:
 
 _SET = object.__setattr__
 _BOUND_INIT = tuple(f.name for f in fields(BoundSymbol) if f.init)
+_BOUND_NAMES = frozenset(_BOUND_INIT)
 _BOUND_LATER = tuple((f.name, f.default) for f in fields(BoundSymbol) if not f.init)
 if any(default is MISSING for _, default in _BOUND_LATER):  # _replaced gives them their default
     raise TypeError("every BoundSymbol field that __init__ leaves out needs a plain default")
@@ -395,7 +396,7 @@ if any(default is MISSING for _, default in _BOUND_LATER):  # _replaced gives th
 def _replaced(b: BoundSymbol, changes: dict) -> BoundSymbol:
     """``dataclasses.replace(b, **changes)`` without its per-call look at the fields (passes copy thousands of
     calls): the fields ``__init__`` takes are copied or changed, the ones it leaves out start at their defaults."""
-    unknown = changes.keys() - set(_BOUND_INIT)
+    unknown = changes.keys() - _BOUND_NAMES
     if unknown:
         raise TypeError(f"BoundSymbol.replace: no field {sorted(unknown)[0]!r}; the fields are "
                         f"{', '.join(_BOUND_INIT)}")
