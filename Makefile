@@ -48,7 +48,7 @@ lint: setup
 	$(BIN)/ruff check .
 
 test: lint views lab browser graphviz
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 # the compiler's tests against another torch release (the package allows torch>=2.10): its own venv, torch from
 # PyPI (a CUDA build there, several GB), the results in benchmarks/results/torch<version>_tests.json
