@@ -424,12 +424,13 @@ def test_a_capture_that_cannot_be_kept_leaves_nothing_alive(keeping):
 
 
 def test_a_loaded_capture_checks_its_guards_as_torchdynamos_own_entry_does(keeping):
-    """Once a call passes a loaded capture's guards, they are built again from that call's values: the identity
-    guards in TorchDynamo's guard tree rather than checked in Python name by name, and a Hugging Face config's
-    attribute guards replaced by its dictionary's version, as in the process that captured. A config changed
-    after that is still seen."""
+    """On the third call that passes a loaded capture's guards, they are built again from that call's values (not
+    on the first, which they would slow by about what loading cost): the identity guards in TorchDynamo's guard
+    tree rather than checked in Python name by name, and a Hugging Face config's attribute guards replaced by its
+    dictionary's version, as in the process that captured. A config changed after that is still seen."""
     import thunderlab
     from thunderlab.examples import gpt2_from_config
+    from thunderlab.frontend.captures import REBUILD_AT
 
     model = gpt2_from_config(n_layer=1, n_embd=32, n_head=2).eval()
     ids = torch.randint(0, 100, (2, 8))
@@ -445,7 +446,14 @@ def test_a_loaded_capture_checks_its_guards_as_torchdynamos_own_entry_does(keepi
         torch.testing.assert_close(out.logits, model(ids).logits)
     assert second.cache_info["captures_loaded"] == 1 and second.cache_info["direct_calls"] == 1
     [loaded] = second.direct._loaded
-    assert loaded.identity is None  # no Python identity check beside the tree
+    loaded_tree = str(loaded.guard_manager)
+    for n in range(2, REBUILD_AT + 1):
+        assert loaded.identity is not None and loaded.rebuild is not None, f"rebuilt before call {n}"
+        with torch.no_grad():
+            torch.testing.assert_close(second(ids).logits, out.logits)
+    assert second.cache_info["direct_calls"] == REBUILD_AT and second.cache_info["captures_loaded"] == 1
+    assert loaded.identity is None and loaded.rebuild is None  # no Python identity check beside the tree
+    assert "ID_MATCH" not in loaded_tree
     tree = str(loaded.guard_manager)
     assert "DICT_VERSION" in tree and "ID_MATCH" in tree
     if own is not None:  # the same kinds of guard, as many of each, as TorchDynamo's own entry
@@ -456,5 +464,27 @@ def test_a_loaded_capture_checks_its_guards_as_torchdynamos_own_entry_does(keepi
     with torch.no_grad():
         again, expected = second(ids), model(ids)
     assert out.hidden_states is None and len(again.hidden_states) == len(expected.hidden_states) == 2
+    for a, b in zip(again.hidden_states, expected.hidden_states):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_config_changed_before_the_loaded_guards_are_rebuilt_is_seen(keeping):
+    """Between a capture's load and the call that builds its guards again, the guards as loaded decide alone: a
+    config attribute the forward reads, changed on the second call, must not run the graph made before."""
+    import thunderlab
+    from thunderlab.examples import gpt2_from_config
+
+    model = gpt2_from_config(n_layer=1, n_embd=32, n_head=2).eval()
+    ids = torch.randint(0, 100, (2, 8))
+    with torch.no_grad():
+        thunderlab.jit(model)(ids)
+        second = thunderlab.jit(model)
+        out = second(ids)
+        assert second.cache_info["captures_loaded"] == 1 and out.hidden_states is None
+        [loaded] = second.direct._loaded
+        assert loaded.rebuild is not None
+        model.config.output_hidden_states = True
+        again, expected = second(ids), model(ids)
+    assert len(again.hidden_states) == len(expected.hidden_states) == 2
     for a, b in zip(again.hidden_states, expected.hidden_states):
         torch.testing.assert_close(a, b)

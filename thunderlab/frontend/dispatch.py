@@ -296,6 +296,11 @@ class DirectCalls:
                     self.why_not = ours
                     return MISS
                 self._hits[0] += 1
+                if getattr(entry, "rebuild", None) is not None:  # a kept capture on its loaded guards
+                    if not entry.passed(frame_locals):
+                        return (run if profiling else quiet)(*lead, *args, **kwargs)
+                    del self._runnable[id(entry.code)]  # its guards were built again: checked anew
+                    _code, check, ours, run, quiet = self._known(entry)
                 if not kwargs and (len(args) == self._n_positional or self._star):
                     self._add_printed(entry, check, run, quiet, frame_locals)
                 return (run if profiling else quiet)(*lead, *args, **kwargs)
@@ -306,7 +311,10 @@ class DirectCalls:
                 _code, check, ours, run, quiet = self._known(entry)
                 if check(frame_locals) and run is not None:
                     self._hits[0] += 1
-                    if not kwargs and (len(args) == self._n_positional or self._star):
+                    # its guards are built again on a later call (captures.Kept.passed), printed from then on
+                    if entry.rebuild is not None:
+                        entry.passed(frame_locals)
+                    elif not kwargs and (len(args) == self._n_positional or self._star):
                         self._add_printed(entry, check, run, quiet, frame_locals)
                     return (run if profiling else quiet)(*lead, *args, **kwargs)
         self.why_not = "no cached graph's guards pass (Dynamo compiles a new one)"
