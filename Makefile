@@ -47,8 +47,11 @@ demo: setup lab
 lint: setup
 	$(BIN)/ruff check .
 
+# pytest in TEST_WORKERS processes (pytest-xdist), each given a whole test file at a time, so that what a file
+# starts once (a JupyterLab server, a browser) starts in one process; TEST_WORKERS=0 runs every test in this one
+TEST_WORKERS ?= 2
 test: lint views lab browser graphviz
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 # the compiler's tests against another torch release (the package allows torch>=2.10): its own venv, torch from
 # PyPI (a CUDA build there, several GB), the results in benchmarks/results/torch<version>_tests.json
