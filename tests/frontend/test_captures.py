@@ -488,3 +488,25 @@ def test_a_config_changed_before_the_loaded_guards_are_rebuilt_is_seen(keeping):
     assert len(again.hidden_states) == len(expected.hidden_states) == 2
     for a, b in zip(again.hidden_states, expected.hidden_states):
         torch.testing.assert_close(a, b)
+
+
+def reads_a_flag(x):
+    if os.environ.get("THUNDERLAB_TEST_FLAG_NEVER_SET", "0") == "1":  # as transformers' sdpa attention reads one
+        return x + 1
+    return x * 2
+
+
+def test_a_capture_reading_the_environment_loads_when_other_variables_changed(keeping, monkeypatch):
+    """TorchDynamo guards ``os.environ``'s dictionary by its type alone: a kept capture that read a flag from it is
+    used where the environment has other variables, or the same in another order (a shell sets ``_`` per command;
+    Inductor sets a variable of its own when it loads a C++ module)."""
+    import thunderlab
+
+    first = thunderlab.jit(reads_a_flag)
+    x = torch.randn(3)
+    first(x)
+    assert first.cache_info["captures_kept"] == 1, first.direct.kept.why_not
+    monkeypatch.setenv("THUNDERLAB_TEST_SOME_OTHER_VARIABLE", "1")
+    second = thunderlab.jit(reads_a_flag)
+    torch.testing.assert_close(second(x), x * 2)
+    assert second.cache_info["captures_loaded"] == 1, second.direct.kept.why_not

@@ -136,6 +136,21 @@ def fingerprint(value) -> tuple | None:
     return ("type", type(value).__module__, type(value).__qualname__)
 
 
+# guards that compare only a value's type: a name guarded by nothing else is kept by its type alone (TorchDynamo
+# guards ``os.environ._data``, which transformers' sdpa attention reads a flag from, by its type: the environment's
+# other variables, and their order, are not what the capture depends on)
+_TYPE_ONLY = frozenset({"TYPE_MATCH"})
+
+
+def _type_of(value) -> tuple:
+    return ("type", type(value).__module__, type(value).__qualname__)
+
+
+def _printed_as(value, kept: tuple) -> tuple | None:
+    """``value`` printed as ``kept`` was: by its type alone where ``kept`` is a type, else as ``fingerprint``."""
+    return _type_of(value) if kept[0] == "type" else fingerprint(value)
+
+
 def _shown(printed: tuple | None) -> str:
     return "another object" if printed is None else repr(printed[-1])
 
@@ -437,7 +452,7 @@ def _differs(entry: dict, names: list[str], globals_: dict, frame_locals: dict) 
         if kept is _ABSENT:
             continue
         try:
-            live = fingerprint(_evaluate(name, globals_, frame_locals))
+            live = _printed_as(_evaluate(name, globals_, frame_locals), kept)
         except Exception:  # noqa: BLE001 - a name this call cannot read: its guard will say
             continue
         if live is not None and not _same(live, kept):
@@ -556,7 +571,11 @@ class Store:
                     verdicts.append(True)
                     printed = fingerprint(e.value) if e.has_value else None
                     if printed is not None:
-                        values[e.orig_guard.name] = printed
+                        name = e.orig_guard.name
+                        if set(kinds) <= _TYPE_ONLY:
+                            printed = _type_of(e.value)
+                        if printed[0] != "type" or values.get(name, printed)[0] == "type":
+                            values[name] = printed  # a value checked as a whole by any guard is kept whole
                     continue
                 verdicts.append(False)
                 name = e.orig_guard.name
@@ -822,7 +841,7 @@ class Store:
                 value = ("unreadable",)
             if isinstance(value, _Missing):  # not kept (a module's hook dictionary): no guard is rebuilt from it
                 continue
-            now = fingerprint(value)
+            now = _printed_as(value, expected)
             if now != expected:
                 raise NotKept(f"{name} was {_shown(expected)} when captured, and reads {_shown(now)} now")
         manager = load_guard_manager(state, self.func.__code__, globals_)
