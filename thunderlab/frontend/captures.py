@@ -133,7 +133,7 @@ def fingerprint(value) -> tuple | None:
         return ("dict", tuple(repr(k) for k in value))
     if isinstance(value, (torch.Tensor, torch.nn.Module, types.ModuleType, type)) or callable(value):
         return None
-    return ("type", type(value).__module__, type(value).__qualname__)
+    return _type_of(value)
 
 
 # guards that compare only a value's type: a name guarded by nothing else is kept by its type alone (TorchDynamo
